@@ -1,0 +1,54 @@
+// Shared by the benchmark programs: the private server, the PING baseline
+// measured in the same process, and a reporter that prints ratios.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include <dlock/backend/redis.hpp>
+#include <support/redis_server.hpp>
+
+namespace dlock::bench {
+
+/// The server every benchmark of the run talks to: the URL given as the
+/// first argument, or a private redis-server.
+struct target {
+  std::unique_ptr<test::redis_server> server;
+  std::string url;
+};
+target& server_target();
+
+/// Starts (or names) the server from argv; call after benchmark::Initialize.
+void choose_server(int argc, char** argv);
+
+/// One PING through dlock's connection, with the io_context driven on the
+/// calling thread (no thread hop): the unit every ratio is expressed in.
+void ping_round_trip(benchmark::State& state);
+
+/// Collects items_per_second (or time per iteration) per benchmark name
+/// (without the "/min_time" suffix) and lets `summary` print ratios at the end.
+class ratio_reporter : public benchmark::ConsoleReporter {
+ public:
+  explicit ratio_reporter(std::function<void(ratio_reporter&)> summary) : summary_(std::move(summary)) {}
+  void ReportRuns(const std::vector<Run>& runs) override;
+  void Finalize() override;
+
+  /// Seconds per iteration of `name`, or 0 if it did not run.
+  double seconds_per_op(const std::string& name) const;
+  /// Items per second of `name`, or 0.
+  double rate(const std::string& name) const;
+  const std::map<std::string, double>& all_seconds() const { return seconds_; }
+
+ private:
+  std::function<void(ratio_reporter&)> summary_;
+  std::map<std::string, double> seconds_, rate_;
+};
+
+}  // namespace dlock::bench

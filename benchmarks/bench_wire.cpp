@@ -1,0 +1,136 @@
+// The client layer's cost, as ratios taken in one run against one private
+// redis-server: a PING through the connection against a PING on a plain
+// blocking socket, and 64 pipelining coroutines against one.
+#include <benchmark/benchmark.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <dlock/backend/redis.hpp>
+#include "bench_support.hpp"
+
+namespace asio = boost::asio;
+using dlock::redis::request;
+
+namespace {
+
+std::string server_url;
+std::uint16_t server_port = 0;
+
+// The baseline: the least a client can do, a blocking socket that writes
+// PING and reads +PONG.
+void BM_ping_plain_socket(benchmark::State& state) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    state.SkipWithError("connect failed");
+    return;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const char ping[] = "*1\r\n$4\r\nPING\r\n";
+  char buf[64];
+  for (auto _ : state) {
+    if (::write(fd, ping, sizeof ping - 1) != static_cast<ssize_t>(sizeof ping - 1)) {
+      state.SkipWithError("write failed");
+      break;
+    }
+    std::size_t got = 0;
+    while (got < 7) {
+      ssize_t n = ::read(fd, buf + got, sizeof buf - got);
+      if (n <= 0) {
+        state.SkipWithError("read failed");
+        break;
+      }
+      got += static_cast<std::size_t>(n);
+    }
+  }
+  ::close(fd);
+  state.SetItemsProcessed(state.iterations());
+}
+
+// The blocking form from another thread: adds the hop to the backend's own
+// I/O thread and back, which is what blocking code pays.
+void BM_ping_blocking(benchmark::State& state) {
+  dlock::RedisBackend redis(server_url);
+  for (auto _ : state) benchmark::DoNotOptimize(redis.command(request().push("PING")));
+  state.SetItemsProcessed(state.iterations());
+}
+
+// N coroutines, each doing `rounds` PINGs one after another, over one
+// connection: pipelining should multiply the aggregate rate.
+void BM_ping_coroutines(benchmark::State& state) {
+  const int coroutines = static_cast<int>(state.range(0));
+  constexpr int rounds = 50;
+  asio::io_context ctx(1);
+  dlock::RedisBackend redis(ctx.get_executor(), server_url);
+  for (auto _ : state) {
+    int failures = 0;
+    for (int c = 0; c < coroutines; ++c) {
+      asio::co_spawn(ctx, [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < rounds; ++i) {
+          auto [ec, r] = co_await redis.async_exec(request().push("PING"), asio::as_tuple(asio::use_awaitable));
+          if (ec) ++failures;
+        }
+      }, asio::detached);
+    }
+    ctx.run();
+    ctx.restart();
+    if (failures) {
+      state.SkipWithError("a PING failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * coroutines * rounds);
+}
+
+BENCHMARK(BM_ping_plain_socket)->MinTime(1.0);
+BENCHMARK(dlock::bench::ping_round_trip)->Name("BM_ping_connection")->MinTime(1.0);
+BENCHMARK(BM_ping_blocking)->MinTime(1.0);
+BENCHMARK(BM_ping_coroutines)->Arg(1)->Arg(64)->MinTime(1.0);
+
+}  // namespace
+
+// Prints the ratios the library is judged by, from the numbers of this run.
+static void summary(dlock::bench::ratio_reporter& r) {
+  auto ratio = [&](const char* a, const char* b) { return r.rate(b) > 0 ? r.rate(a) / r.rate(b) : 0.0; };
+  std::printf("\nratios from this run:\n");
+  std::printf("  PING through the connection costs %.3fx a plain socket PING (aim: <= 1.10)\n",
+              ratio("BM_ping_plain_socket", "BM_ping_connection"));
+  std::printf("  blocking PING via the I/O thread costs %.3fx a plain socket PING\n",
+              ratio("BM_ping_plain_socket", "BM_ping_blocking"));
+  std::printf("  64 coroutines reach %.2fx the rate of one (aim: >= 5)\n",
+              ratio("BM_ping_coroutines/64", "BM_ping_coroutines/1"));
+}
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  dlock::bench::choose_server(argc, argv);
+  server_url = dlock::bench::server_target().url;
+  server_port = dlock::redis::parse_url(server_url).port;
+  dlock::bench::ratio_reporter reporter(summary);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

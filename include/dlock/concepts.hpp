@@ -1,0 +1,196 @@
+// The four policy families as C++20 concepts, the vocabulary they share, and
+// the rule table that says which combinations can work.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <dlock/detail/hold_record.hpp>
+#include <dlock/error.hpp>
+#include <dlock/redis/request.hpp>
+#include <dlock/redis/script.hpp>
+#include <dlock/redis/subscriber.hpp>
+
+namespace dlock {
+
+namespace asio = boost::asio;
+using redis::error_code;
+using std::chrono::milliseconds;
+
+/// The longest lock name dlock accepts, in bytes.
+inline constexpr std::size_t max_name_length = 4096;
+
+/// What one acquire attempt found.
+struct attempt {
+  bool acquired = false;
+  /// When held by someone else: the holder's remaining lease if the
+  /// algorithm can tell (PTTL); negative when the key never expires;
+  /// nullopt when unknown. Wait policies use it to bound a wait.
+  std::optional<milliseconds> held_for;
+};
+
+/// What a release found in Redis.
+enum class release_outcome {
+  released,    ///< the key is gone (or the last reentrant hold ended)
+  still_held,  ///< one reentrant hold ended; the owner still holds the lock
+  lease_lost,  ///< the key had expired, or belongs to someone else now
+  not_owner,   ///< the key exists and this owner never held it
+};
+
+/// A script call: what a renewal sends, batched with others.
+struct script_call {
+  const redis::script* script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+// ---- Backend ---------------------------------------------------------------
+
+/// Where the keys live: runs scripts and commands, subscribes to channels,
+/// gives an executor and a client id. RedisBackend is the one server case.
+template <class B>
+concept Backend = requires(B& b, const redis::script& s, std::vector<std::string> v,
+                           redis::request req, std::string ch, redis::listener l) {
+  { b.get_executor() };
+  { b.client_id() } -> std::convertible_to<std::string>;
+  b.async_eval(s, v, v, asio::as_tuple(asio::use_awaitable));
+  b.async_exec(req, asio::as_tuple(asio::use_awaitable));
+  b.async_subscribe(ch, l, asio::as_tuple(asio::use_awaitable));
+};
+
+// ---- Ownership -------------------------------------------------------------
+
+/// Who holds the lock, and the Redis side of acquiring, releasing and
+/// extending it. Each ownership policy states what it can do:
+/// - `owner_checked`: release and extend act only if the caller still owns
+///   the key (so renewal is safe and a late release cannot delete another
+///   owner's lock);
+/// - `publishes_on_release`: release publishes on the lock's channel;
+/// - `reentrant`: the same owner may acquire again and must release as often;
+/// - `needs_lease`: the algorithm does not work without an expiry.
+template <class O>
+concept Ownership = std::is_nothrow_move_constructible_v<O> && requires(const O& o) {
+  { O::policy_name } -> std::convertible_to<std::string_view>;
+  { O::owner_checked } -> std::convertible_to<bool>;
+  { O::publishes_on_release } -> std::convertible_to<bool>;
+  { O::reentrant } -> std::convertible_to<bool>;
+  { O::needs_lease } -> std::convertible_to<bool>;
+  { o.validate() } -> std::same_as<std::error_code>;
+};
+
+// ---- Renewal ---------------------------------------------------------------
+
+/// How long a hold lasts and who extends it: `lease()` is the key's time to
+/// live (zero: none); `renews` says whether a watchdog extends it every
+/// `period()` while held.
+template <class R>
+concept Renewal = requires(const R& r) {
+  { R::policy_name } -> std::convertible_to<std::string_view>;
+  { R::renews } -> std::convertible_to<bool>;
+  { r.lease() } -> std::same_as<milliseconds>;
+  { r.period() } -> std::same_as<milliseconds>;
+  { r.validate() } -> std::same_as<std::error_code>;
+};
+
+// ---- Wait ------------------------------------------------------------------
+
+/// What to do after a failed try: `retries` is false for try-once;
+/// `needs_publish` says it waits for the release message.
+template <class W>
+concept Wait = requires(const W& w) {
+  { W::policy_name } -> std::convertible_to<std::string_view>;
+  { W::retries } -> std::convertible_to<bool>;
+  { W::needs_publish } -> std::convertible_to<bool>;
+  { w.validate() } -> std::same_as<std::error_code>;
+};
+
+// ---- The rule table --------------------------------------------------------
+
+/// The rule table: which combinations can work. Lock's static_asserts turn
+/// each broken rule into a sentence; the compile-time list of combinations
+/// (combinations.hpp) keeps the ones where `ok` holds.
+///
+/// | rule | why |
+/// |---|---|
+/// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash) | an unchecked extend would keep someone else's lock alive |
+/// | ownership that needs a lease (Token, ReentrantHash, GetSetExpiry) cannot take renewal::None | SET NX PX, the hash's PEXPIRE and the GETSET expiry all carry one |
+/// | pub/sub waiting needs ownership that publishes on release (ReentrantHash) | otherwise no message ever wakes the waiter |
+/// | GetSetExpiry cannot be renewed | its expiry lives in the value, compared against other clients' clocks |
+template <class O, class R, class W>
+struct rules {
+  static constexpr bool watchdog_has_owner = !R::renews || O::owner_checked;
+  static constexpr bool lease_present = !O::needs_lease || std::string_view(R::policy_name) != "none";
+  static constexpr bool pubsub_has_publisher = !W::needs_publish || O::publishes_on_release;
+  static constexpr bool getset_not_renewed = !R::renews || std::string_view(O::policy_name) != "getset";
+  static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher && getset_not_renewed;
+};
+
+template <class O, class R, class W>
+inline constexpr bool valid_combination = rules<O, R, W>::ok;
+
+namespace detail {
+
+inline std::error_code validate_name(std::string_view name) {
+  if (name.empty() || name.size() > max_name_length) return make_error_code(error::invalid_name);
+  return {};
+}
+
+inline std::error_code validate_positive(milliseconds d, error e) {
+  if (d <= milliseconds::zero()) return make_error_code(e);
+  return {};
+}
+
+/// A key that shares `name`'s cluster hash slot: keeps a hash tag if the
+/// name has one, otherwise makes the whole name the tag.
+inline std::string same_slot_key(std::string_view name, std::string_view suffix) {
+  auto open = name.find('{');
+  bool tagged = open != std::string_view::npos &&
+                name.find('}', open + 1) != std::string_view::npos &&
+                name.find('}', open + 1) > open + 1;
+  std::string key;
+  if (tagged) {
+    key.append(name).append(":").append(suffix);
+  } else {
+    key.append("{").append(name).append("}:").append(suffix);
+  }
+  return key;
+}
+
+/// Runs a script and gives (error, reply) to a coroutine.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redis::script& s,
+                                                          std::vector<std::string> keys,
+                                                          std::vector<std::string> args) {
+  auto [ec, v] = co_await backend.async_eval(s, std::move(keys), std::move(args),
+                                             asio::as_tuple(asio::use_awaitable));
+  co_return std::pair{ec, std::move(v)};
+}
+
+/// Sends a pipeline and gives (error, replies) to a coroutine.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::response>> exec(B& backend, redis::request req) {
+  auto [ec, r] = co_await backend.async_exec(std::move(req), asio::as_tuple(asio::use_awaitable));
+  co_return std::pair{ec, std::move(r)};
+}
+
+/// One command's reply; an error reply becomes server_error.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, redis::request req) {
+  auto [ec, r] = co_await exec(backend, std::move(req));
+  auto out = redis::detail::single_reply(ec, r);
+  co_return out;
+}
+
+}  // namespace detail
+}  // namespace dlock

@@ -1,0 +1,178 @@
+// The watchdog's engine: one timer per backend that renews every held lock
+// due for renewal in one pipelined round trip.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <dlock/concepts.hpp>
+
+namespace dlock::detail {
+
+/// Renews holds by running each one's owner-checked extend script. Entries
+/// due within half a period are renewed together, so N locks of one period
+/// cost about one round trip per half period, not N.
+///
+/// Ordering guarantee: after `remove(rec)` returns, no renewal of `rec` is
+/// queued on the backend's connection after any command the caller sends
+/// next (batches are queued under the same mutex `remove` takes, and the
+/// connection writes in queue order).
+template <class B>
+class renewal_service {
+ public:
+  explicit renewal_service(B& backend) : impl_(std::make_shared<impl>(backend)) {
+    asio::co_spawn(impl_->strand, impl::run(impl_), asio::detached);
+  }
+  ~renewal_service() { impl_->stop(); }
+  renewal_service(const renewal_service&) = delete;
+  renewal_service& operator=(const renewal_service&) = delete;
+
+  /// Renews `rec` every `period` with `call` while it is registered.
+  void add(const std::shared_ptr<hold_record>& rec, script_call call, milliseconds period) {
+    {
+      std::lock_guard g(impl_->m);
+      impl_->entries[rec.get()] = entry{rec, std::move(call), period, steady::now() + period};
+    }
+    impl_->wake();
+  }
+
+  /// Stops renewing `rec`.
+  void remove(const hold_record* rec) {
+    std::lock_guard g(impl_->m);
+    impl_->entries.erase(rec);
+  }
+
+  std::size_t size() const {
+    std::lock_guard g(impl_->m);
+    return impl_->entries.size();
+  }
+  /// Round trips sent so far, and scripts in them (for tests and benchmarks).
+  std::size_t batches_sent() const { return impl_->batches.load(); }
+  std::size_t renewals_sent() const { return impl_->renewals.load(); }
+
+ private:
+  struct entry {
+    std::weak_ptr<hold_record> record;
+    script_call call;
+    milliseconds period;
+    steady::time_point next_due;
+  };
+
+  struct impl : std::enable_shared_from_this<impl> {
+    explicit impl(B& b) : backend(b), strand(asio::make_strand(b.get_executor())), timer(strand) {}
+
+    B& backend;
+    asio::strand<asio::any_io_executor> strand;
+    asio::steady_timer timer;
+    mutable std::mutex m;
+    std::map<const hold_record*, entry> entries;
+    bool stopped = false;
+    std::atomic<std::size_t> batches{0}, renewals{0};
+
+    void wake() {
+      asio::post(strand, [self = this->shared_from_this()] { self->timer.cancel(); });
+    }
+    void stop() {
+      asio::post(strand, [self = this->shared_from_this()] {
+        self->stopped = true;
+        self->timer.cancel();
+      });
+    }
+
+    static asio::awaitable<void> run(std::shared_ptr<impl> self) {
+      while (!self->stopped) {
+        auto next = steady::time_point::max();
+        {
+          std::lock_guard g(self->m);
+          for (auto& [k, e] : self->entries) next = std::min(next, e.next_due);
+        }
+        self->timer.expires_at(next);
+        co_await self->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (self->stopped) break;
+        self->send_due();
+      }
+    }
+
+    // Sends one pipeline with every entry due within half its period.
+    void send_due() {
+      std::lock_guard g(m);
+      auto now = steady::now();
+      std::vector<std::pair<const hold_record*, std::weak_ptr<hold_record>>> batch;
+      redis::request req;
+      for (auto& [key, e] : entries) {
+        if (e.next_due > now + e.period / 2) continue;
+        std::vector<std::string_view> parts{"EVALSHA", e.call.script->sha1()};
+        std::string nkeys = std::to_string(e.call.keys.size());
+        parts.push_back(nkeys);
+        for (auto& k : e.call.keys) parts.push_back(k);
+        for (auto& a : e.call.args) parts.push_back(a);
+        req.push_args(parts);
+        batch.emplace_back(key, e.record);
+        // Not due again until this reply (or its failure) reschedules it.
+        e.next_due = now + e.period;
+      }
+      if (batch.empty()) return;
+      ++batches;
+      renewals += batch.size();
+      backend.async_exec(std::move(req), [self = this->shared_from_this(), batch = std::move(batch),
+                                          sent = now](error_code ec, redis::response r) {
+        self->on_replies(batch, sent, ec, r);
+      });
+    }
+
+    void on_replies(const std::vector<std::pair<const hold_record*, std::weak_ptr<hold_record>>>& batch,
+                    steady::time_point sent, error_code ec, const redis::response& replies) {
+      std::vector<std::shared_ptr<hold_record>> lost;
+      std::vector<script_call> reload;
+      {
+        std::lock_guard g(m);
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          auto it = entries.find(batch[i].first);
+          if (it == entries.end()) continue;  // released meanwhile
+          auto rec = it->second.record.lock();
+          if (!rec) {
+            entries.erase(it);
+            continue;
+          }
+          const redis::value* v = ec || i >= replies.size() ? nullptr : &replies[i];
+          if (v && v->type == redis::kind::integer && v->integer == 1) {
+            rec->set_valid_until(sent + rec->lease);
+            it->second.next_due = sent + it->second.period;
+          } else if (v && v->type == redis::kind::integer && v->integer == 0) {
+            lost.push_back(rec);  // the key is gone or someone else's
+            entries.erase(it);
+          } else if (v && redis::detail::is_noscript(*v)) {
+            reload.push_back(it->second.call);
+            it->second.next_due = steady::now();
+          } else if (rec->remaining() == milliseconds::zero()) {
+            // Renewal failed (connection down, outcome unknown) until the
+            // lease we could vouch for ran out: we can no longer say we hold it.
+            lost.push_back(rec);
+            entries.erase(it);
+          } else {
+            it->second.next_due = steady::now() + std::min(it->second.period / 4, milliseconds(1000));
+          }
+        }
+      }
+      for (auto& call : reload) {
+        // Reload the script; the entry is retried at the next tick.
+        backend.async_eval(*call.script, call.keys, call.args, [](error_code, redis::value) {});
+      }
+      for (auto& rec : lost) rec->mark_lost();
+      if (!reload.empty() || !lost.empty()) wake();  // reschedule from the service's strand
+    }
+  };
+
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace dlock::detail

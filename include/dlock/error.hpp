@@ -1,0 +1,89 @@
+// dlock's error codes: one enum for the wire layer and the locks, so that every
+// failure a caller can see is a std::error_code with a sentence behind it.
+#pragma once
+
+#include <string>
+#include <system_error>
+
+namespace dlock {
+
+/// Every error dlock reports. "Not acquired", "lease lost" and "outcome
+/// unknown" are different values on purpose: a caller must never read one as
+/// another.
+enum class error {
+  // --- outcomes of lock operations ---------------------------------------
+  /// The lock is held by someone else and the caller's deadline passed (or it
+  /// asked to try once). Nothing was changed in Redis on the caller's behalf.
+  not_acquired = 1,
+  /// The caller believed it held the lock but Redis no longer has its hold:
+  /// the lease ran out, or another client deleted or took the key.
+  lease_lost,
+  /// A command was written to the server but no reply came (connection lost,
+  /// command timeout, server paused). It may or may not have run. Never read
+  /// this as "not acquired" or "not released".
+  outcome_unknown,
+  /// Release or extend of a lock that the caller does not hold (Redisson's
+  /// "attempt to unlock lock, not locked by current thread").
+  not_owner,
+  /// The owner already holds this lock and its ownership is not reentrant:
+  /// waiting for itself would never end.
+  already_held,
+
+  // --- bad input, rejected before anything reaches Redis -----------------
+  /// A lock name that is empty or longer than the limit (4 KiB).
+  invalid_name,
+  /// A lease that is zero or negative.
+  invalid_lease,
+  /// A wait interval (spin, backoff, timeout) that is zero or negative.
+  invalid_interval,
+  /// A Redis URL that cannot be parsed; the exception text names the bad part.
+  invalid_url,
+  /// An argument that breaks a documented precondition (say, an empty owner id).
+  invalid_argument,
+
+  // --- the connection ----------------------------------------------------
+  /// The server refused the TCP or unix-socket connection.
+  connection_refused,
+  /// The host name did not resolve.
+  resolve_failed,
+  /// Connecting (TCP connect plus handshake) took longer than the connect timeout.
+  connect_timeout,
+  /// AUTH was rejected: wrong user name or password, or a password is
+  /// required and none was given.
+  auth_failed,
+  /// SELECT of the database in the URL failed (index out of range).
+  select_failed,
+  /// The command was not written within the command timeout (the connection
+  /// was down or busy the whole time). It definitely did not run.
+  command_timeout,
+  /// The connection could not be (re)established and the command was never
+  /// written; it definitely did not run.
+  not_connected,
+  /// The backend or connection was shut down while the command was queued.
+  shutting_down,
+
+  // --- replies -------------------------------------------------------------
+  /// The server answered with an error reply; its text travels with the error
+  /// (in the exception message or the reply value).
+  server_error,
+  /// The byte stream from the server is not valid RESP.
+  protocol_error,
+  /// A reply exceeds the parser's limits (bulk length or element count).
+  reply_too_large,
+  /// A reply nests arrays deeper than the parser's limit.
+  nesting_too_deep,
+  /// A well-formed reply of a type or value the caller did not expect.
+  unexpected_reply,
+};
+
+/// The category of dlock::error values; its name is "dlock".
+const std::error_category& error_category() noexcept;
+
+inline std::error_code make_error_code(error e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+}  // namespace dlock
+
+template <>
+struct std::is_error_code_enum<dlock::error> : std::true_type {};

@@ -1,0 +1,131 @@
+// Hold: a move-only guard for one acquisition of a lock. It releases on
+// destruction, tells how long its lease is still good, and reports loss.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <dlock/detail/hold_record.hpp>
+#include <dlock/redis/connection.hpp>
+
+namespace dlock {
+
+/// One acquisition of a `Lock`, owned by this object. The lock object must
+/// outlive its holds (as a mutex outlives a std::unique_lock).
+///
+/// Destruction releases it: from an ordinary thread it waits for the reply;
+/// on the backend's own I/O thread (inside a completion handler) it sends the
+/// release and returns. A release that fails there cannot throw from a
+/// destructor; it goes to the lock's error handler (see
+/// `Lock::set_error_handler`), which by default prints one line to stderr.
+template <class LockType>
+class Hold {
+ public:
+  Hold() = default;
+  Hold(Hold&& other) noexcept
+      : lock_(std::exchange(other.lock_, nullptr)),
+        owner_id_(std::move(other.owner_id_)),
+        record_(std::move(other.record_)) {}
+  Hold& operator=(Hold&& other) noexcept {
+    if (this != &other) {
+      release_in_destructor();
+      lock_ = std::exchange(other.lock_, nullptr);
+      owner_id_ = std::move(other.owner_id_);
+      record_ = std::move(other.record_);
+    }
+    return *this;
+  }
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+  ~Hold() { release_in_destructor(); }
+
+  /// True until released (or moved from).
+  explicit operator bool() const noexcept { return record_ != nullptr; }
+  bool owns_lock() const noexcept { return record_ != nullptr; }
+
+  /// How long the lease is known to be valid, measured from when the command
+  /// that last set it was sent; zero once expired or lost; max() for a lock
+  /// without expiry (renewal::None).
+  std::chrono::milliseconds remaining_lease() const noexcept {
+    if (!record_ || record_->lost()) return std::chrono::milliseconds(0);
+    return record_->remaining();
+  }
+
+  /// True once renewal found the lock gone (someone else may hold it now).
+  bool lost() const noexcept { return record_ && record_->lost(); }
+
+  /// Runs `callback` once when renewal finds the lock gone (at once if it
+  /// already has). It runs on the backend's I/O thread: it must not block;
+  /// typically it cancels the work the lock protects.
+  void on_lost(std::function<void()> callback) {
+    if (record_) record_->on_lost(std::move(callback));
+  }
+
+  /// Releases now. Throws std::system_error: lease_lost (the lock had
+  /// expired or was taken: the protected work may have overlapped another
+  /// holder's), outcome_unknown (the release was sent and not answered: the
+  /// hold stays releasable and calling release() again is safe),
+  /// or a connection error (not sent; still held, still releasable).
+  void release() {
+    std::error_code ec;
+    release(ec);
+    if (ec) throw std::system_error(ec, "release of lock '" + lock_name() + "'");
+  }
+
+  /// As release(), reporting through `ec`.
+  void release(std::error_code& ec) {
+    ec.clear();
+    if (!record_) {
+      ec = make_error_code(error::not_owner);
+      return;
+    }
+    ec = lock_->release_blocking(owner_id_, record_);
+    if (!keep_after(ec)) forget();
+  }
+
+  /// Releases asynchronously. Completion signature: `void(error_code)`, as
+  /// release(). The hold must stay alive until completion. Cancellation: not
+  /// supported (a release is one command).
+  template <class CompletionToken>
+  auto async_release(CompletionToken&& token) {
+    return lock_->async_release(*this, std::forward<CompletionToken>(token));
+  }
+
+  const std::string& owner_id() const noexcept { return owner_id_; }
+
+ private:
+  template <class, class, class, class>
+  friend class Lock;
+
+  Hold(LockType* lock, std::string owner_id, std::shared_ptr<detail::hold_record> rec)
+      : lock_(lock), owner_id_(std::move(owner_id)), record_(std::move(rec)) {}
+
+  std::string lock_name() const { return record_ ? record_->name : std::string(); }
+
+  // After outcome_unknown or a connection error the lock may still be held:
+  // keep the hold so that the caller can retry.
+  static bool keep_after(const std::error_code& ec) {
+    return ec && ec != error::lease_lost && ec != error::not_owner;
+  }
+
+  void forget() noexcept {
+    record_.reset();
+    lock_ = nullptr;
+  }
+
+  void release_in_destructor() noexcept {
+    if (!record_) return;
+    lock_->release_from_destructor(owner_id_, std::move(record_));
+    lock_ = nullptr;
+  }
+
+  LockType* lock_ = nullptr;
+  std::string owner_id_;
+  std::shared_ptr<detail::hold_record> record_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,66 @@
+// Where a Redis server is and how to talk to it: the connection settings, and
+// the parser for redis:// and unix:// URLs that fills them in.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include <dlock/redis/resp.hpp>
+
+namespace dlock::redis {
+
+/// The TCP port a redis:// URL means when it names none (Redis's registered port).
+inline constexpr std::uint16_t default_tcp_port{6379};
+
+/// Connection settings. Every duration must be positive.
+struct config {
+  enum class transport : std::uint8_t { tcp, unix_socket };
+
+  transport kind = transport::tcp;
+  std::string host = "127.0.0.1";     ///< tcp: a name or an address
+  std::uint16_t port = default_tcp_port;  ///< tcp
+  std::string path;                    ///< unix_socket: the socket's path
+  std::string user;                    ///< ACL user; empty means "default"
+  std::string password;                ///< empty means no AUTH
+  int database = 0;                    ///< SELECT index; 0 sends no SELECT
+  std::string client_name = "dlock";   ///< CLIENT SETNAME; empty sends none
+
+  /// TCP (or unix) connect plus the handshake (AUTH, SELECT, SETNAME).
+  std::chrono::milliseconds connect_timeout{2000};
+  /// From the moment a command is queued until its reply. A command not
+  /// written by then fails with command_timeout (it did not run); one written
+  /// but not answered fails with outcome_unknown.
+  std::chrono::milliseconds command_timeout{5000};
+  /// A PING is sent this often when the connection is idle; a PING left
+  /// unanswered for one interval closes the connection (and so fails
+  /// in-flight commands with outcome_unknown) and starts a reconnect.
+  std::chrono::milliseconds health_check_interval{1000};
+  /// Reconnect backoff: the first wait, doubled per failure up to the cap.
+  std::chrono::milliseconds reconnect_wait{50};
+  std::chrono::milliseconds reconnect_wait_max{2000};
+
+  parser_limits limits{};
+
+  /// "redis://127.0.0.1:7000/2" or "unix:///tmp/r.sock", without the password.
+  std::string describe() const;
+};
+
+/// Parses `redis://[user[:password]@]host[:port][/db]` (host may be an IPv6
+/// address in brackets; user and password may be percent-encoded) and
+/// `unix://[user[:password]@]/path/to/socket[?db=N]`. The durations keep their
+/// defaults. Throws std::system_error with error::invalid_url and a message
+/// that names the bad part.
+config parse_url(std::string_view url);
+
+/// As above, without throwing: on failure sets `ec` to error::invalid_url and,
+/// when given, `why` to the sentence that names the bad part.
+config parse_url(std::string_view url, std::error_code& ec, std::string* why = nullptr);
+
+/// The SHA-1 of `text` as 40 lowercase hex digits: the name Redis gives a
+/// script in EVALSHA.
+std::string sha1_hex(std::string_view text);
+
+}  // namespace dlock::redis

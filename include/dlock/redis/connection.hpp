@@ -1,0 +1,178 @@
+// One connection to one Redis server that pipelines every concurrent request
+// over a single socket, reconnects with backoff, checks its own health, and
+// tells "not sent" apart from "sent but not answered".
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <dlock/error.hpp>
+#include <dlock/redis/config.hpp>
+#include <dlock/redis/request.hpp>
+
+namespace dlock::redis {
+
+namespace asio = boost::asio;
+
+/// The error type of every asynchronous completion in dlock. It is Asio's
+/// (so `use_awaitable` throws and `use_future` fails on it), converts to
+/// std::error_code, and compares equal to dlock::error values.
+using error_code = boost::system::error_code;
+
+namespace detail {
+
+// A queued command and its type-erased completion handler. Lives on the
+// connection's strand; `complete` is called exactly once.
+struct exec_op {
+  enum class stage : unsigned char { queued, written, done };
+
+  std::string payload;
+  std::size_t expected = 0;
+  response replies;
+  stage state = stage::queued;
+  std::chrono::steady_clock::time_point deadline{};
+
+  virtual ~exec_op() = default;
+  virtual void complete(error_code ec, response r) = 0;
+};
+
+class connection_impl;
+
+template <class Handler, class IoExecutor>
+class exec_op_with : public exec_op {
+ public:
+  exec_op_with(Handler h, const IoExecutor& io)
+      : handler_(std::move(h)),
+        work_(asio::make_work_guard(asio::get_associated_executor(handler_, io))) {}
+
+  Handler& handler() noexcept { return handler_; }
+
+  void complete(error_code ec, response r) override {
+    auto slot = asio::get_associated_cancellation_slot(handler_);
+    if (slot.is_connected()) slot.clear();
+    auto ex = work_.get_executor();
+    // Post, never dispatch: the handler may start the next command at once,
+    // and must not re-enter the connection while it walks its queues.
+    asio::post(ex, [h = std::move(handler_), ec, r = std::move(r)]() mutable {
+      std::move(h)(ec, std::move(r));
+    });
+    work_.reset();
+  }
+
+ private:
+  Handler handler_;
+  asio::executor_work_guard<asio::associated_executor_t<Handler, IoExecutor>> work_;
+};
+
+void enqueue(const std::shared_ptr<connection_impl>& impl, std::shared_ptr<exec_op> op,
+             asio::cancellation_slot slot);
+asio::any_io_executor impl_executor(const connection_impl& impl) noexcept;
+
+}  // namespace detail
+
+/// A multiplexed connection. Create it, call `start()`, then issue requests
+/// from any thread or coroutine; they share the socket, their writes are
+/// coalesced into as few syscalls as possible, and replies are matched in
+/// order. The connection reconnects by itself (exponential backoff from
+/// `config::reconnect_wait` up to `reconnect_wait_max`) and checks its health
+/// with PING every `config::health_check_interval`.
+///
+/// Thread safety: all member functions may be called from any thread.
+class connection {
+ public:
+  using executor_type = asio::any_io_executor;
+
+  /// Runs on a strand of `ex`; nothing happens until start().
+  connection(executor_type ex, config cfg);
+  /// Stops the connection: queued commands complete with shutting_down,
+  /// written ones with outcome_unknown.
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  executor_type get_executor() const noexcept;
+  const config& settings() const noexcept;
+
+  /// Starts connecting (and reconnecting) in the background.
+  void start();
+  /// Closes the socket and stops reconnecting; see the destructor.
+  void stop();
+
+  /// Sends `req` and completes with its replies.
+  ///
+  /// Completion signature: `void(error_code, response)`.
+  /// - success: one value per command, in order; error replies are values of
+  ///   kind::error, not error codes (a pipeline may partly fail).
+  /// - error::outcome_unknown: the request was (maybe partly) written and the
+  ///   connection broke or `command_timeout` passed before all replies came.
+  ///   Some of its commands may have run.
+  /// - error::command_timeout, not_connected, connection_refused,
+  ///   connect_timeout, resolve_failed, auth_failed, select_failed: the request
+  ///   was never written; none of it ran. While the server is unreachable a
+  ///   request waits (up to `command_timeout`) for a reconnect, and then
+  ///   reports the last connect error; an auth_failed or select_failed
+  ///   connect fails queued requests at once.
+  /// - error::shutting_down: stop() was called before the request was written.
+  /// - asio::error::operation_aborted: cancelled before it was written.
+  ///
+  /// Cancellation (any type: terminal, partial, total): a request not yet
+  /// written is removed and completes with operation_aborted; a written one
+  /// cannot be taken back, so cancellation is ignored and it completes as
+  /// described above.
+  template <class CompletionToken>
+  auto async_exec(request req, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(error_code, response)>(
+        [impl = impl_](auto handler, request r) {
+          using handler_t = std::decay_t<decltype(handler)>;
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          auto op = std::make_shared<detail::exec_op_with<handler_t, executor_type>>(
+              std::move(handler), detail::impl_executor(*impl));
+          op->expected = r.size();
+          op->payload = r.payload();
+          detail::enqueue(impl, std::move(op), slot);
+        },
+        token, std::move(req));
+  }
+
+  /// Waits for the first connect attempt after start() to finish: success, or
+  /// the error that made it fail (connection_refused, auth_failed, ...).
+  /// Completion signature: `void(error_code)`. Completes at once when already
+  /// connected.
+  void async_wait_connected(std::function<void(error_code)> handler);
+
+  /// Subscriber mode: replies that are pub/sub messages (arrays starting with
+  /// "message" or "pmessage") go to `handler`, on the connection's strand,
+  /// instead of being matched to a request. Set before start().
+  void set_push_handler(std::function<void(value&&)> handler);
+  /// Called on the connection's strand after every successful (re)connect,
+  /// before queued requests are written; it may issue requests.
+  void set_connect_handler(std::function<void()> handler);
+
+  /// Counters for tests and benchmarks.
+  struct stats {
+    std::size_t connects = 0;       ///< successful handshakes
+    std::size_t writes = 0;         ///< socket writes (one per coalesced batch)
+    std::size_t commands_written = 0;
+  };
+  stats statistics() const;
+
+  /// The current connection's socket: closes it as if the network dropped
+  /// (for fault tests and for callers who need to force a reconnect).
+  void drop_connection();
+
+ private:
+  std::shared_ptr<detail::connection_impl> impl_;
+};
+
+}  // namespace dlock::redis

@@ -1,0 +1,119 @@
+// RESP2 (the Redis serialization protocol): the reply value type, a sans-I/O
+// incremental parser with hard limits, and request encoding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace dlock::redis {
+
+/// What a RESP2 reply is. RESP2 has a null bulk string and a null array; both
+/// are `null` here, because no Redis command gives them different meanings.
+enum class kind : std::uint8_t {
+  null,           ///< `$-1` or `*-1`
+  simple_string,  ///< `+OK`
+  error,          ///< `-ERR ...`; `str` holds the text after the dash
+  integer,        ///< `:42`
+  bulk_string,    ///< `$3\r\nfoo`
+  array,          ///< `*2\r\n...`
+};
+
+/// One reply from the server: a tree of values.
+struct value {
+  kind type = kind::null;
+  std::string str;              ///< simple_string, error, bulk_string
+  std::int64_t integer = 0;     ///< integer
+  std::vector<value> elements;  ///< array
+
+  bool is_null() const noexcept { return type == kind::null; }
+  bool is_error() const noexcept { return type == kind::error; }
+  bool is_array() const noexcept { return type == kind::array; }
+  /// True for simple and bulk strings.
+  bool is_string() const noexcept {
+    return type == kind::simple_string || type == kind::bulk_string;
+  }
+
+  static value make_null() { return {}; }
+  static value make_integer(std::int64_t v) {
+    value r;
+    r.type = kind::integer;
+    r.integer = v;
+    return r;
+  }
+  static value make_string(std::string s, kind k = kind::bulk_string) {
+    value r;
+    r.type = k;
+    r.str = std::move(s);
+    return r;
+  }
+
+  friend bool operator==(const value&, const value&) = default;
+};
+
+/// Renders a value for messages and test output, e.g. `["message","ch","0"]`.
+std::string to_string(const value& v);
+
+/// Bounds that keep a hostile or broken peer from making the parser allocate
+/// without limit or recurse without end.
+struct parser_limits {
+  std::size_t max_bulk_length = 64u << 20;  ///< bytes in one bulk string
+  std::size_t max_elements = 1u << 20;      ///< elements in one array
+  std::size_t max_depth = 16;               ///< arrays nested in arrays
+  std::size_t max_line_length = 64u << 10;  ///< a simple string, error or header line
+};
+
+/// An incremental RESP2 parser. Feed it bytes as they arrive; it never reads
+/// past one complete top-level reply per call, and keeps its partial state
+/// between calls, so replies may be split across reads at any byte.
+class parser {
+ public:
+  explicit parser(parser_limits limits = {}) noexcept : limits_(limits) {}
+
+  struct result {
+    /// Bytes of the input that were used. The caller drops these from its
+    /// buffer and passes the rest (plus newly read bytes) to the next call.
+    /// Fewer than all may be used when the input ends inside a header line;
+    /// those bytes must be offered again.
+    std::size_t consumed = 0;
+    /// A complete top-level reply, when one ended within `consumed`.
+    std::optional<value> reply;
+    /// Set on malformed input or a broken limit (protocol_error,
+    /// reply_too_large, nesting_too_deep). The parser then stays failed
+    /// until reset(): the stream cannot be resynchronised.
+    std::error_code ec;
+  };
+
+  /// Parses from the start of `data`. Returns after one complete reply, when
+  /// the input runs out, or on error.
+  result parse(std::string_view data);
+
+  /// Forgets any partial reply and any error (for a new connection).
+  void reset() noexcept;
+
+  const parser_limits& limits() const noexcept { return limits_; }
+
+ private:
+  struct frame {
+    value array;
+    std::size_t remaining = 0;
+  };
+
+  parser_limits limits_;
+  std::vector<frame> stack_;          // open arrays, outermost first
+  std::optional<value> bulk_;         // a bulk string whose payload is arriving
+  std::size_t bulk_remaining_ = 0;    // payload bytes plus the final CRLF still due
+  std::error_code failed_;
+};
+
+/// Appends one command as a RESP array of bulk strings to `out`.
+void encode_command(std::string& out, std::initializer_list<std::string_view> args);
+void encode_command(std::string& out, const std::vector<std::string>& args);
+void encode_command(std::string& out, const std::vector<std::string_view>& args);
+
+}  // namespace dlock::redis

@@ -1,0 +1,136 @@
+// RedisBackend: locks on one Redis server. Owns a command connection and a
+// subscriber connection, on the caller's executor or on a private I/O thread.
+#pragma once
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <typeindex>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <dlock/redis/config.hpp>
+#include <dlock/redis/connection.hpp>
+#include <dlock/redis/script.hpp>
+#include <dlock/redis/subscriber.hpp>
+
+namespace dlock {
+
+/// One Redis server. Construct it from a URL and it runs its own I/O thread,
+/// so blocking code needs no Asio; or give it an executor and it runs there.
+///
+/// Thread safety: every member function may be called from any thread. The
+/// blocking helpers (`exec`, `eval`, `command`) must not be called from the
+/// backend's own I/O thread (they would wait for themselves); they throw
+/// std::logic_error if they are.
+class RedisBackend {
+ public:
+  using executor_type = redis::asio::any_io_executor;
+
+  /// Parses `url` (see redis::parse_url), starts a private I/O thread and
+  /// connects. Throws std::system_error when the URL is malformed
+  /// (error::invalid_url) or when the first connect fails
+  /// (connection_refused, auth_failed, connect_timeout, ...).
+  explicit RedisBackend(std::string_view url);
+  /// As above, from settings.
+  explicit RedisBackend(redis::config cfg);
+  /// Runs on `ex` (which the caller keeps running). Starts connecting in the
+  /// background and does not wait: the first commands wait for the connect.
+  RedisBackend(executor_type ex, redis::config cfg);
+  RedisBackend(executor_type ex, std::string_view url);
+
+  /// Stops both connections (queued commands complete with shutting_down)
+  /// and joins the private I/O thread, if any.
+  ~RedisBackend();
+
+  RedisBackend(const RedisBackend&) = delete;
+  RedisBackend& operator=(const RedisBackend&) = delete;
+
+  /// The executor that lock operations run on (each on a strand of its own).
+  executor_type get_executor() const noexcept { return executor_; }
+  /// A random 128-bit id for this backend: Redisson's client id, the first
+  /// part of a reentrant lock's owner field `<client id>:<thread id>`.
+  const std::string& client_id() const noexcept { return client_id_; }
+  const redis::config& settings() const noexcept { return commands_->settings(); }
+  redis::connection& connection() noexcept { return *commands_; }
+  redis::subscriber& subscriber() noexcept { return *subscriber_; }
+
+  /// Sends a pipeline; completion `void(error_code, redis::response)`.
+  template <class CompletionToken>
+  auto async_exec(redis::request req, CompletionToken&& token) {
+    return commands_->async_exec(std::move(req), std::forward<CompletionToken>(token));
+  }
+
+  /// Runs a script by SHA (NOSCRIPT handled); completion
+  /// `void(error_code, redis::value)`. See redis::async_eval.
+  template <class CompletionToken>
+  auto async_eval(const redis::script& s, std::vector<std::string> keys,
+                  std::vector<std::string> args, CompletionToken&& token) {
+    return redis::async_eval(*commands_, s, std::move(keys), std::move(args),
+                             std::forward<CompletionToken>(token));
+  }
+
+  /// One command; completion `void(error_code, redis::value)`.
+  template <class CompletionToken>
+  auto async_command(redis::request req, CompletionToken&& token) {
+    return redis::async_command(*commands_, std::move(req), std::forward<CompletionToken>(token));
+  }
+
+  /// Subscribes on the shared subscriber connection; completion
+  /// `void(error_code, redis::subscription)`. See redis::subscriber.
+  template <class CompletionToken>
+  auto async_subscribe(std::string channel, redis::listener l, CompletionToken&& token) {
+    return subscriber_->async_subscribe(std::move(channel), std::move(l),
+                                        std::forward<CompletionToken>(token));
+  }
+
+  /// True on the backend's private I/O thread, where blocking calls would
+  /// wait for themselves. (Always false for a backend on a caller's
+  /// executor: there the caller must not block the executor's threads.)
+  bool on_io_thread() const noexcept {
+    return own_context_ && std::this_thread::get_id() == io_thread_.get_id();
+  }
+
+  /// One `Service` per backend, made on first use as `Service(*this)` and
+  /// destroyed before the connections (the watchdog's renewal timer is one).
+  template <class Service>
+  Service& use_service() {
+    std::lock_guard guard(services_mutex_);
+    auto& slot = services_[std::type_index(typeid(Service))];
+    if (!slot) slot = std::make_shared<Service>(*this);
+    return *static_cast<Service*>(slot.get());
+  }
+
+  // Blocking forms: each throws std::system_error (whose what() carries the
+  // server's message for server_error), or reports through `ec`.
+  redis::response exec(redis::request req);
+  redis::response exec(redis::request req, std::error_code& ec);
+  redis::value command(redis::request req);
+  redis::value command(redis::request req, std::error_code& ec);
+  redis::value eval(const redis::script& s, std::vector<std::string> keys,
+                    std::vector<std::string> args);
+  redis::value eval(const redis::script& s, std::vector<std::string> keys,
+                    std::vector<std::string> args, std::error_code& ec);
+
+ private:
+  void check_not_io_thread() const;
+  void wait_first_connect();
+
+  std::unique_ptr<redis::asio::io_context> own_context_;
+  executor_type executor_;
+  std::string client_id_;
+  std::mutex services_mutex_;
+  std::map<std::type_index, std::shared_ptr<void>> services_;
+  std::unique_ptr<redis::connection> commands_;
+  std::unique_ptr<redis::subscriber> subscriber_;
+  std::thread io_thread_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,116 @@
+// ownership::GetSetExpiry: redis-objects' lock (A3): the value is the
+// expiration time, and an expired lock is stolen with GETSET.
+#pragma once
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include <dlock/concepts.hpp>
+
+namespace dlock::ownership {
+
+/// The Ruby gem redis-objects' lock: the key's value is its expiration, as
+/// epoch seconds with a fraction; the key itself never expires.
+/// - acquire: `SETNX name expiration`; if held, `GET name`, and if that time
+///   has passed, `GETSET name new_expiration`: whoever reads back a time in
+///   the past was first to steal it (GETSET stops the race in which two
+///   waiters both DEL and both SETNX);
+/// - release: `DEL name` only while the holder's own expiration is in the
+///   future (a check and a delete, not atomic: the algorithm's own flaw).
+/// Known flaws kept on purpose: every client's wall clock must agree, and a
+/// loser's GETSET still overwrites the winner's expiration. There is no
+/// owner token, so it cannot be renewed and a lost acquire reply stays
+/// outcome_unknown.
+struct GetSetExpiry {
+  static constexpr const char* policy_name = "getset";
+  static constexpr bool owner_checked = false;
+  static constexpr bool publishes_on_release = false;
+  static constexpr bool reentrant = false;
+  static constexpr bool needs_lease = true;
+  static constexpr bool resolves_unknown = false;
+
+  /// The wall clock, in epoch seconds: the algorithm's (and its flaw's)
+  /// source of time. Tests replace it to show what clock skew does.
+  std::function<double()> wall_clock = [] {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+  };
+
+  /// Test seam: runs on the backend's I/O thread after GET found the lock
+  /// expired and before GETSET. A test holds two clients here to force the
+  /// steal race.
+  std::function<void()> between_get_and_getset;
+
+  std::error_code validate() const {
+    if (!wall_clock) return make_error_code(error::invalid_argument);
+    return {};
+  }
+
+  std::string make_owner(const std::string&, const std::string&) const { return {}; }
+
+  static std::string format(double seconds) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6f", seconds);
+    return buf;
+  }
+
+  /// Reads a stored expiration; anything unreadable counts as long expired
+  /// (redis-objects' `to_f` makes it 0.0 too).
+  static double parse(const std::string& text) {
+    double v = 0;
+    auto res = std::from_chars(text.data(), text.data() + text.size(), v);
+    return res.ec == std::errc() ? v : 0.0;
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
+                                                              detail::hold_record& rec) const {
+    const double lease_s = std::chrono::duration<double>(rec.lease).count();
+    auto sent = detail::steady::now();
+    std::string expiration = format(wall_clock() + lease_s);
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, expiration));
+    if (ec) co_return std::pair{ec, attempt{}};
+    if (v.integer == 1) co_return acquired(rec, std::move(expiration), sent);
+
+    auto [gec, current] = co_await detail::command(backend, redis::request().push("GET", rec.name));
+    if (gec) co_return std::pair{gec, attempt{}};
+    if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
+    double old_expiration = parse(current.str);
+    double now = wall_clock();
+    if (old_expiration >= now) {
+      auto left = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(old_expiration - now));
+      co_return std::pair{error_code{}, attempt{false, left}};
+    }
+    if (between_get_and_getset) between_get_and_getset();
+    sent = detail::steady::now();
+    expiration = format(wall_clock() + lease_s);
+    auto [sec, previous] = co_await detail::command(backend, redis::request().push("GETSET", rec.name, expiration));
+    if (sec) co_return std::pair{sec, attempt{}};
+    if (previous.is_null() || parse(previous.str) < wall_clock())
+      co_return acquired(rec, std::move(expiration), sent);
+    co_return std::pair{error_code{}, attempt{false, std::nullopt}};
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
+                                                                  detail::hold_record& rec) const {
+    if (parse(rec.owner) <= wall_clock())  // our time is up: the key may be someone else's
+      co_return std::pair{error_code{}, release_outcome::lease_lost};
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
+    co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
+  }
+
+ private:
+  static std::pair<error_code, attempt> acquired(detail::hold_record& rec, std::string expiration,
+                                                 detail::steady::time_point sent) {
+    rec.owner = std::move(expiration);
+    rec.set_valid_until(sent + rec.lease);
+    return {error_code{}, attempt{true, std::nullopt}};
+  }
+};
+
+}  // namespace dlock::ownership

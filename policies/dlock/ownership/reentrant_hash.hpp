@@ -1,0 +1,159 @@
+// ownership::ReentrantHash: Redisson's RLock (A4): a hash of owner fields
+// holding reentrant counts, an unlock message on release, all in Lua.
+#pragma once
+
+#include <string>
+
+#include <dlock/concepts.hpp>
+
+namespace dlock::ownership {
+
+/// Wire-compatible with Redisson's RLock: the lock is a hash at `name`
+/// whose field `<client id>:<thread id>` holds the hold count; release
+/// publishes `0` on `redisson_lock__channel:{name}`. The acquire script
+/// answers nil (acquired or re-entered) or the holder's PTTL.
+///
+/// Differences from Redisson, all on dlock's side of the wire: a release
+/// that finds the key gone still publishes (as Redisson does) but reports
+/// lease_lost rather than success; a retried release after outcome_unknown
+/// is answered from a short-lived marker key, so it never decrements twice.
+struct ReentrantHash {
+  static constexpr const char* policy_name = "hash";
+  static constexpr bool owner_checked = true;
+  static constexpr bool publishes_on_release = true;
+  static constexpr bool reentrant = true;
+  static constexpr bool needs_lease = true;
+  static constexpr bool resolves_unknown = true;
+
+  /// The unlock message Redisson's waiters expect.
+  static constexpr const char* unlock_message = "0";
+
+  /// How long a release remembers its result for a retry.
+  milliseconds release_retry_window{10000};
+
+  std::error_code validate() const {
+    return detail::validate_positive(release_retry_window, error::invalid_interval);
+  }
+
+  /// Redisson's channel for a lock's release messages.
+  static std::string channel(std::string_view name) {
+    return "redisson_lock__channel:{" + std::string(name) + "}";
+  }
+
+  std::string make_owner(const std::string& client_id, const std::string& owner_id) const {
+    return client_id + ":" + owner_id;
+  }
+
+  // KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner field.
+  // nil: acquired or re-entered; otherwise the holder's PTTL.
+  static const redis::script& acquire_script() {
+    static const redis::script s(R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], ARGV[2], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return nil
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return nil
+end
+return redis.call('PTTL', KEYS[1])
+)lua");
+    return s;
+  }
+
+  // KEYS[1] lock, KEYS[2] channel, KEYS[3] release marker;
+  // ARGV[1] unlock message, ARGV[2] lease ms, ARGV[3] owner field,
+  // ARGV[4] marker ttl ms.
+  // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
+  static const redis::script& release_script() {
+    static const redis::script s(R"lua(
+local prior = redis.call('GET', KEYS[3])
+if prior then return tonumber(prior) end
+local result
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('PUBLISH', KEYS[2], ARGV[1])
+  result = 2
+elseif redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
+  result = 3
+else
+  local left = redis.call('HINCRBY', KEYS[1], ARGV[3], -1)
+  if left > 0 then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    result = 0
+  else
+    redis.call('DEL', KEYS[1])
+    redis.call('PUBLISH', KEYS[2], ARGV[1])
+    result = 1
+  end
+end
+redis.call('SET', KEYS[3], result, 'PX', ARGV[4])
+return result
+)lua");
+    return s;
+  }
+
+  // KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner field. 1 extended, 0 gone.
+  static const redis::script& extend_script() {
+    static const redis::script s(R"lua(
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+)lua");
+    return s;
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
+                                                              detail::hold_record& rec) const {
+    auto sent = detail::steady::now();
+    // Named vectors, not braced lists: g++ 12 miscompiles initializer lists
+    // inside co_await expressions ("array used as initializer").
+    std::vector<std::string> keys{rec.name};
+    std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner};
+    auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
+    if (ec) co_return std::pair{ec, attempt{}};
+    if (v.is_null()) {
+      rec.set_valid_until(sent + rec.lease);
+      co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+    }
+    if (v.type != redis::kind::integer) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    co_return std::pair{error_code{}, attempt{false, milliseconds(v.integer == -2 ? 0 : v.integer)}};
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
+                                                                  detail::hold_record& rec) const {
+    std::vector<std::string> keys{rec.name, channel(rec.name),
+                                  detail::same_slot_key(rec.name, "release:" + rec.release_id)};
+    std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
+                                  std::to_string(release_retry_window.count())};
+    auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
+    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
+    switch (v.integer) {
+      case 0: co_return std::pair{error_code{}, release_outcome::still_held};
+      case 1: co_return std::pair{error_code{}, release_outcome::released};
+      case 2: co_return std::pair{error_code{}, release_outcome::lease_lost};
+      case 3: co_return std::pair{error_code{}, release_outcome::not_owner};
+      default: co_return std::pair{error_code(error::unexpected_reply), release_outcome::lease_lost};
+    }
+  }
+
+  /// The hold count Redis has for this owner (0 if none).
+  template <class B>
+  asio::awaitable<std::pair<error_code, long long>> held_count(B& backend,
+                                                               const detail::hold_record& rec) const {
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("HGET", rec.name, rec.owner));
+    if (ec) co_return std::pair{ec, 0LL};
+    co_return std::pair{error_code{}, v.is_string() ? std::stoll(v.str) : 0LL};
+  }
+
+  script_call extend_call(const detail::hold_record& rec) const {
+    return {&extend_script(), {rec.name}, {std::to_string(rec.lease.count()), rec.owner}};
+  }
+};
+
+}  // namespace dlock::ownership

@@ -1,0 +1,68 @@
+// ownership::SetNx: the first attempt of the source articles (A1): SETNX to
+// acquire, DEL to release; with a lease, a separate EXPIRE (A1b).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <dlock/concepts.hpp>
+
+namespace dlock::ownership {
+
+/// Bare `SETNX name value` + `DEL name`. Kept for teaching: nothing ties the
+/// key to its owner, so anyone's DEL releases anyone's lock, and
+/// - with renewal::None the key never expires: a crashed holder holds the
+///   lock forever (A1);
+/// - with renewal::FixedLease the expiry is a second command, `PEXPIRE`,
+///   sent after SETNX succeeded: a crash between the two leaves a key with
+///   no expiry (A1b).
+/// An acquire whose reply was lost stays outcome_unknown: the value is not
+/// unique enough to ask Redis "is it mine?".
+struct SetNx {
+  static constexpr const char* policy_name = "setnx";
+  static constexpr bool owner_checked = false;
+  static constexpr bool publishes_on_release = false;
+  static constexpr bool reentrant = false;
+  static constexpr bool needs_lease = false;
+  static constexpr bool resolves_unknown = false;
+
+  /// Test seam: runs on the backend's I/O thread after SETNX succeeded and
+  /// before PEXPIRE is sent. A test makes the process exit here to show the
+  /// A1b crash window.
+  std::function<void()> between_setnx_and_expire;
+
+  std::error_code validate() const { return {}; }
+
+  std::string make_owner(const std::string& client_id, const std::string& owner_id) const {
+    return client_id + ":" + owner_id;
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
+                                                              detail::hold_record& rec) const {
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, rec.owner));
+    if (ec) co_return std::pair{ec, attempt{}};
+    if (v.integer != 1) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
+    if (rec.lease > milliseconds::zero()) {
+      if (between_setnx_and_expire) between_setnx_and_expire();
+      auto sent = detail::steady::now();
+      auto [eec, ev] =
+          co_await detail::command(backend, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
+      // The lock is ours either way; without its expiry it would never free,
+      // so a failed PEXPIRE is reported (as A1b's failure) and not hidden.
+      if (eec) co_return std::pair{eec, attempt{true, std::nullopt}};
+      rec.set_valid_until(sent + rec.lease);
+    }
+    co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
+                                                                  detail::hold_record& rec) const {
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
+    co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
+  }
+};
+
+}  // namespace dlock::ownership

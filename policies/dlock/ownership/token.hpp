@@ -1,0 +1,111 @@
+// ownership::Token: SET NX PX with a random owner token, released and
+// extended by owner-checked Lua (A2); the layout of redis-py's Lock.
+#pragma once
+
+#include <string>
+
+#include <dlock/concepts.hpp>
+#include <dlock/detail/random.hpp>
+
+namespace dlock::ownership {
+
+/// `SET name token NX PX lease` to acquire; release and extend act only if
+/// the key still holds this hold's token. The token is 128 bits from the OS
+/// (getrandom), fresh for every acquisition. The key holds nothing but the
+/// token, as with redis-py's `Lock` and node-redlock, so their locks and
+/// this one exclude each other on the same name.
+///
+/// Not reentrant: the same owner acquiring twice fails with already_held.
+/// A lost acquire reply is resolved by asking whether the key holds our
+/// token. A release retried after outcome_unknown is answered from a short
+/// lived marker key, so the retry reports what the first attempt did.
+struct Token {
+  static constexpr const char* policy_name = "token";
+  static constexpr bool owner_checked = true;
+  static constexpr bool publishes_on_release = false;
+  static constexpr bool reentrant = false;
+  static constexpr bool needs_lease = true;
+  static constexpr bool resolves_unknown = true;
+
+  /// How long a release remembers its result for a retry.
+  milliseconds release_retry_window{10000};
+
+  std::error_code validate() const {
+    return detail::validate_positive(release_retry_window, error::invalid_interval);
+  }
+
+  std::string make_owner(const std::string&, const std::string&) const {
+    return detail::random_hex(16);
+  }
+
+  // KEYS[1] lock, KEYS[2] release marker; ARGV[1] token, ARGV[2] marker ttl.
+  // Returns 1 released, 0 the key is not ours (lost).
+  static const redis::script& release_script() {
+    static const redis::script s(R"lua(
+local prior = redis.call('GET', KEYS[2])
+if prior then return tonumber(prior) end
+local result = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  result = 1
+end
+redis.call('SET', KEYS[2], result, 'PX', ARGV[2])
+return result
+)lua");
+    return s;
+  }
+
+  // KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms. 1 extended, 0 not ours.
+  static const redis::script& extend_script() {
+    static const redis::script s(R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+)lua");
+    return s;
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
+                                                              detail::hold_record& rec) const {
+    auto sent = detail::steady::now();
+    redis::request req;
+    req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count()).push("PTTL", rec.name);
+    auto [ec, r] = co_await detail::exec(backend, std::move(req));
+    if (ec) co_return std::pair{ec, attempt{}};
+    if (r.size() != 2 || r[0].is_error()) co_return std::pair{error_code(error::server_error), attempt{}};
+    if (r[0].is_string()) {  // +OK
+      rec.set_valid_until(sent + rec.lease);
+      co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+    }
+    std::optional<milliseconds> left;
+    if (r[1].type == redis::kind::integer) left = milliseconds(r[1].integer == -2 ? 0 : r[1].integer);
+    co_return std::pair{error_code{}, attempt{false, left}};
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
+                                                                  detail::hold_record& rec) const {
+    std::vector<std::string> keys{rec.name, detail::same_slot_key(rec.name, "release:" + rec.release_id)};
+    std::vector<std::string> args{rec.owner, std::to_string(release_retry_window.count())};
+    auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
+    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
+    co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
+  }
+
+  /// 1 when the key holds this hold's token, else 0.
+  template <class B>
+  asio::awaitable<std::pair<error_code, long long>> held_count(B& backend,
+                                                               const detail::hold_record& rec) const {
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("GET", rec.name));
+    if (ec) co_return std::pair{ec, 0LL};
+    co_return std::pair{error_code{}, v.is_string() && v.str == rec.owner ? 1LL : 0LL};
+  }
+
+  script_call extend_call(const detail::hold_record& rec) const {
+    return {&extend_script(), {rec.name}, {rec.owner, std::to_string(rec.lease.count())}};
+  }
+};
+
+}  // namespace dlock::ownership

@@ -1,0 +1,88 @@
+// wait::PubSub: Redisson's wait: sleep until the release message or the
+// holder's remaining lease, whichever comes first.
+#pragma once
+
+#include <memory>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <dlock/concepts.hpp>
+#include <dlock/detail/sleep.hpp>
+
+namespace dlock::wait {
+
+/// After a failed try, subscribes to the lock's release channel and tries
+/// again (so a release before the subscription is not missed); then after
+/// each failed try sleeps until a release message arrives, the holder's
+/// lease (the PTTL the try returned) runs out, or the caller's deadline
+/// passes. A release between a try and the sleep is never missed (the
+/// message is already recorded), and waiters wake on release instead of
+/// polling. An uncontended acquire never subscribes. All waiters of a backend share its one subscriber
+/// connection; the subscription ends with the wait. Needs an ownership
+/// whose release publishes (ReentrantHash).
+struct PubSub {
+  static constexpr const char* policy_name = "pubsub";
+  static constexpr bool retries = true;
+  static constexpr bool needs_publish = true;
+
+  std::error_code validate() const { return {}; }
+
+  template <class B>
+  class waiter {
+   public:
+    waiter(const PubSub&, B& backend, const std::string& name) : backend_(backend), name_(name) {}
+
+    asio::awaitable<error_code> prepare() {
+      auto ex = co_await asio::this_coro::executor;
+      state_ = std::make_shared<signal>(ex);
+      std::weak_ptr<signal> weak = state_;
+      // The listener runs on the subscriber's strand; the flag and the timer
+      // belong to this operation's strand.
+      auto listener = [weak, ex](std::optional<std::string_view>) {
+        asio::post(ex, [weak] {
+          if (auto s = weak.lock()) {
+            s->released = true;
+            s->timer.cancel();
+          }
+        });
+      };
+      auto [ec, sub] = co_await backend_.async_subscribe(channel_of(name_), std::move(listener),
+                                                          asio::as_tuple(asio::use_awaitable));
+      subscription_ = std::move(sub);
+      co_return ec;
+    }
+
+    asio::awaitable<error_code> wait(std::optional<milliseconds> held_for,
+                                     detail::steady::time_point deadline) {
+      if (std::exchange(state_->released, false)) co_return error_code{};
+      auto until = deadline;
+      if (held_for && *held_for >= milliseconds::zero())
+        until = std::min(until, detail::steady::now() + *held_for);
+      state_->timer.expires_at(until);
+      auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (std::exchange(state_->released, false)) co_return error_code{};
+      if (ec == asio::error::operation_aborted) co_return ec;  // the operation was cancelled
+      co_return error_code{};
+    }
+
+   private:
+    struct signal {
+      explicit signal(const asio::any_io_executor& ex) : timer(ex) {}
+      asio::steady_timer timer;
+      bool released = false;
+    };
+
+    static std::string channel_of(const std::string& name) {
+      return "redisson_lock__channel:{" + name + "}";
+    }
+
+    B& backend_;
+    std::string name_;
+    std::shared_ptr<signal> state_;
+    redis::subscription subscription_;
+  };
+};
+
+}  // namespace dlock::wait

@@ -1,0 +1,156 @@
+// RedisBackend's compiled part: the private I/O thread, the first connect,
+// and the blocking forms of its operations.
+#include <dlock/backend/redis.hpp>
+
+#include <chrono>
+#include <stdexcept>
+
+#include <boost/asio/executor_work_guard.hpp>
+
+#include <dlock/detail/random.hpp>
+
+namespace dlock {
+namespace {
+
+// Waits for an async operation started by `start(callback)`; the callback
+// receives (error_code, T).
+template <class T, class Start>
+std::pair<std::error_code, T> wait_for(Start&& start) {
+  std::promise<std::pair<std::error_code, T>> done;
+  auto result = done.get_future();
+  start([&done](redis::error_code ec, T v) { done.set_value({ec, std::move(v)}); });
+  return result.get();
+}
+
+template <class T>
+T value_or_throw(std::pair<std::error_code, T> r, const char* what) {
+  if (!r.first) return std::move(r.second);
+  if constexpr (std::is_same_v<T, redis::value>) {
+    if (r.first == error::server_error) throw std::system_error(r.first, r.second.str);
+  }
+  throw std::system_error(r.first, what);
+}
+
+}  // namespace
+
+RedisBackend::RedisBackend(std::string_view url) : RedisBackend(redis::parse_url(url)) {}
+
+RedisBackend::RedisBackend(redis::config cfg)
+    : own_context_(std::make_unique<redis::asio::io_context>(1)),
+      executor_(own_context_->get_executor()),
+      client_id_(detail::random_hex(16)) {
+  commands_ = std::make_unique<redis::connection>(own_context_->get_executor(), cfg);
+  subscriber_ = std::make_unique<redis::subscriber>(own_context_->get_executor(), std::move(cfg));
+  io_thread_ = std::thread([ctx = own_context_.get()] {
+    auto work = redis::asio::make_work_guard(*ctx);
+    ctx->run();
+  });
+  commands_->start();
+  subscriber_->start();
+  try {
+    wait_first_connect();
+  } catch (...) {
+    commands_.reset();
+    subscriber_.reset();
+    own_context_->stop();
+    io_thread_.join();
+    throw;
+  }
+}
+
+RedisBackend::RedisBackend(executor_type ex, redis::config cfg)
+    : executor_(ex),
+      client_id_(detail::random_hex(16)),
+      commands_(std::make_unique<redis::connection>(ex, cfg)),
+      subscriber_(std::make_unique<redis::subscriber>(ex, std::move(cfg))) {
+  commands_->start();
+  subscriber_->start();
+}
+
+RedisBackend::RedisBackend(executor_type ex, std::string_view url)
+    : RedisBackend(std::move(ex), redis::parse_url(url)) {}
+
+RedisBackend::~RedisBackend() {
+  {
+    std::lock_guard guard(services_mutex_);
+    services_.clear();
+  }
+  if (commands_) commands_->stop();
+  if (subscriber_) subscriber_->stop();
+  if (own_context_) {
+    // The connections' loops end once stopped; give them a moment to fail
+    // their queues cleanly, then stop the context whatever remains.
+    std::promise<void> drained;
+    auto done = drained.get_future();
+    redis::asio::post(*own_context_, [&drained] { drained.set_value(); });
+    done.wait_for(std::chrono::seconds(2));
+    commands_.reset();
+    subscriber_.reset();
+    own_context_->stop();
+    if (io_thread_.joinable()) io_thread_.join();
+  }
+}
+
+void RedisBackend::wait_first_connect() {
+  auto r = wait_for<int>([this](auto cb) {
+    commands_->async_wait_connected([cb = std::move(cb)](redis::error_code ec) mutable { cb(ec, 0); });
+  });
+  if (r.first)
+    throw std::system_error(r.first, "cannot connect to " + commands_->settings().describe());
+}
+
+void RedisBackend::check_not_io_thread() const {
+  if (on_io_thread())
+    throw std::logic_error("dlock: a blocking RedisBackend call from its own I/O thread would deadlock");
+}
+
+redis::response RedisBackend::exec(redis::request req, std::error_code& ec) {
+  check_not_io_thread();
+  auto r = wait_for<redis::response>(
+      [&](auto cb) { commands_->async_exec(std::move(req), std::move(cb)); });
+  ec = r.first;
+  return std::move(r.second);
+}
+
+redis::response RedisBackend::exec(redis::request req) {
+  check_not_io_thread();
+  return value_or_throw(wait_for<redis::response>([&](auto cb) {
+                          commands_->async_exec(std::move(req), std::move(cb));
+                        }),
+                        "Redis request failed");
+}
+
+redis::value RedisBackend::command(redis::request req, std::error_code& ec) {
+  check_not_io_thread();
+  auto r = wait_for<redis::value>([&](auto cb) { async_command(std::move(req), std::move(cb)); });
+  ec = r.first;
+  return std::move(r.second);
+}
+
+redis::value RedisBackend::command(redis::request req) {
+  check_not_io_thread();
+  return value_or_throw(
+      wait_for<redis::value>([&](auto cb) { async_command(std::move(req), std::move(cb)); }),
+      "Redis command failed");
+}
+
+redis::value RedisBackend::eval(const redis::script& s, std::vector<std::string> keys,
+                                std::vector<std::string> args, std::error_code& ec) {
+  check_not_io_thread();
+  auto r = wait_for<redis::value>([&](auto cb) {
+    async_eval(s, std::move(keys), std::move(args), std::move(cb));
+  });
+  ec = r.first;
+  return std::move(r.second);
+}
+
+redis::value RedisBackend::eval(const redis::script& s, std::vector<std::string> keys,
+                                std::vector<std::string> args) {
+  check_not_io_thread();
+  return value_or_throw(wait_for<redis::value>([&](auto cb) {
+                          async_eval(s, std::move(keys), std::move(args), std::move(cb));
+                        }),
+                        "Redis script failed");
+}
+
+}  // namespace dlock

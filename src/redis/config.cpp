@@ -1,0 +1,246 @@
+// Redis URL parsing (redis:// and unix://), config::describe, and SHA-1 for
+// naming scripts.
+#include <dlock/redis/config.hpp>
+
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+
+#include <dlock/error.hpp>
+
+namespace dlock::redis {
+
+namespace {
+
+struct url_error {
+  std::string why;
+};
+
+// The URL with any password replaced, for messages.
+std::string masked(std::string_view url) {
+  auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(url);
+  auto authority_start = scheme_end + 3;
+  auto at = url.find('@', authority_start);
+  auto slash = url.find('/', authority_start);
+  if (at == std::string_view::npos || (slash != std::string_view::npos && slash < at)) return std::string(url);
+  auto colon = url.find(':', authority_start);
+  if (colon == std::string_view::npos || colon > at) return std::string(url);
+  return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
+}
+
+std::string percent_decode(std::string_view text, const char* part) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size())
+      throw url_error{"bad percent escape \"" + std::string(text.substr(i)) + "\" in the " + part};
+    unsigned v = 0;
+    auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, v, 16);
+    if (ec != std::errc() || end != text.data() + i + 3)
+      throw url_error{std::string("bad percent escape \"") + std::string(text.substr(i, 3)) + "\" in the " + part};
+    out.push_back(static_cast<char>(v));
+    i += 2;
+  }
+  return out;
+}
+
+int parse_db(std::string_view text) {
+  int db = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), db);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || db < 0)
+    throw url_error{"database \"" + std::string(text) + "\" is not a number from 0 to " + std::to_string(INT_MAX)};
+  return db;
+}
+
+// user[:password]@ at the front of `authority`, if any; returns the rest.
+std::string_view take_credentials(std::string_view authority, config& cfg) {
+  auto at = authority.rfind('@');
+  if (at == std::string_view::npos) return authority;
+  auto cred = authority.substr(0, at);
+  auto colon = cred.find(':');
+  if (colon == std::string_view::npos) {
+    cfg.user = percent_decode(cred, "user name");
+  } else {
+    cfg.user = percent_decode(cred.substr(0, colon), "user name");
+    cfg.password = percent_decode(cred.substr(colon + 1), "password");
+  }
+  return authority.substr(at + 1);
+}
+
+bool valid_host_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_';
+}
+
+void parse_tcp(std::string_view rest, config& cfg) {
+  cfg.kind = config::transport::tcp;
+  if (auto q = rest.find_first_of("?#"); q != std::string_view::npos)
+    throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  auto hostport = take_credentials(authority, cfg);
+
+  std::string_view host, port;
+  if (!hostport.empty() && hostport[0] == '[') {
+    auto close = hostport.find(']');
+    if (close == std::string_view::npos) throw url_error{"IPv6 host \"" + std::string(hostport) + "\" lacks its ']'"};
+    host = hostport.substr(1, close - 1);
+    auto after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') throw url_error{"unexpected \"" + std::string(after) + "\" after the IPv6 host"};
+      port = after.substr(1);
+      if (port.empty()) throw url_error{"empty port after ':'"};
+    }
+    for (char c : host)
+      if (!(std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.'))
+        throw url_error{"IPv6 host \"" + std::string(host) + "\" has a bad character"};
+  } else {
+    auto colon = hostport.find(':');
+    host = hostport.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port = hostport.substr(colon + 1);
+      if (port.find(':') != std::string_view::npos)
+        throw url_error{"host \"" + std::string(hostport) + "\" has more than one ':' (put IPv6 addresses in brackets)"};
+      if (port.empty()) throw url_error{"empty port after ':'"};
+    }
+    for (char c : host)
+      if (!valid_host_char(c)) throw url_error{"host \"" + std::string(host) + "\" has a bad character"};
+  }
+  if (host.empty()) throw url_error{"the host is empty"};
+  cfg.host = std::string(host);
+
+  if (!port.empty()) {
+    unsigned p = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535)
+      throw url_error{"port \"" + std::string(port) + "\" is not a number from 1 to 65535"};
+    cfg.port = static_cast<std::uint16_t>(p);
+  }
+  if (!path.empty()) {
+    if (path.find('/') != std::string_view::npos)
+      throw url_error{"path \"/" + std::string(path) + "\" is not a database number"};
+    cfg.database = parse_db(path);
+  }
+}
+
+void parse_unix(std::string_view rest, config& cfg) {
+  cfg.kind = config::transport::unix_socket;
+  auto slash = rest.find('/');
+  if (slash == std::string_view::npos) throw url_error{"the socket path must be absolute (unix:///path)"};
+  auto authority = rest.substr(0, slash);
+  if (!authority.empty()) {
+    if (authority.back() != '@') throw url_error{"unexpected \"" + std::string(authority) + "\" before the socket path"};
+    take_credentials(authority, cfg);
+  }
+  auto path = rest.substr(slash);
+  auto q = path.find('?');
+  if (q != std::string_view::npos) {
+    auto query = path.substr(q + 1);
+    path = path.substr(0, q);
+    if (query.substr(0, 3) != "db=")
+      throw url_error{"unknown query parameter \"" + std::string(query.substr(0, query.find('='))) + "\" (only db=N)"};
+    cfg.database = parse_db(query.substr(3));
+  }
+  if (path.size() < 2) throw url_error{"the socket path is empty"};
+  cfg.path = std::string(path);
+}
+
+}  // namespace
+
+config parse_url(std::string_view url, std::error_code& ec, std::string* why) {
+  ec.clear();
+  config cfg;
+  try {
+    auto sep = url.find("://");
+    if (sep == std::string_view::npos) throw url_error{"no scheme (expected redis:// or unix://)"};
+    auto scheme = url.substr(0, sep);
+    auto rest = url.substr(sep + 3);
+    if (scheme == "redis") parse_tcp(rest, cfg);
+    else if (scheme == "unix") parse_unix(rest, cfg);
+    else if (scheme == "rediss") throw url_error{"TLS (rediss://) is not supported"};
+    else throw url_error{"unknown scheme \"" + std::string(scheme) + "\" (expected redis:// or unix://)"};
+  } catch (const url_error& e) {
+    ec = make_error_code(error::invalid_url);
+    if (why) *why = "invalid Redis URL \"" + masked(url) + "\": " + e.why;
+    return {};
+  }
+  return cfg;
+}
+
+config parse_url(std::string_view url) {
+  std::error_code ec;
+  std::string why;
+  auto cfg = parse_url(url, ec, &why);
+  if (ec) throw std::system_error(ec, why);
+  return cfg;
+}
+
+std::string config::describe() const {
+  std::string creds;
+  if (!user.empty() || !password.empty()) {
+    creds = user;
+    if (!password.empty()) creds += ":***";
+    creds += "@";
+  }
+  if (kind == transport::unix_socket) {
+    std::string out = "unix://" + creds + path;
+    if (database != 0) out += "?db=" + std::to_string(database);
+    return out;
+  }
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  std::string out = "redis://" + creds + h + ":" + std::to_string(port);
+  if (database != 0) out += "/" + std::to_string(database);
+  return out;
+}
+
+// SHA-1 (FIPS 180-4): Redis names scripts by it.
+std::string sha1_hex(std::string_view text) {
+  std::uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
+  auto rotl = [](std::uint32_t x, int n) { return (x << n) | (x >> (32 - n)); };
+  auto block = [&](const unsigned char* p) {
+    std::uint32_t w[80];
+    for (int i = 0; i < 16; ++i)
+      w[i] = std::uint32_t(p[4 * i]) << 24 | std::uint32_t(p[4 * i + 1]) << 16 |
+             std::uint32_t(p[4 * i + 2]) << 8 | std::uint32_t(p[4 * i + 3]);
+    for (int i = 16; i < 80; ++i) w[i] = rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 80; ++i) {
+      std::uint32_t f, k;
+      if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999;
+      else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1;
+      else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
+      else f = b ^ c ^ d, k = 0xCA62C1D6;
+      std::uint32_t t = rotl(a, 5) + f + e + k + w[i];
+      e = d, d = c, c = rotl(b, 30), b = a, a = t;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e;
+  };
+  const auto* data = reinterpret_cast<const unsigned char*>(text.data());
+  std::size_t n = text.size(), i = 0;
+  for (; i + 64 <= n; i += 64) block(data + i);
+  unsigned char tail[128] = {};
+  std::size_t rest = n - i;
+  std::memcpy(tail, data + i, rest);
+  tail[rest] = 0x80;
+  std::size_t total = rest + 1 + 8 <= 64 ? 64 : 128;
+  std::uint64_t bits = static_cast<std::uint64_t>(n) * 8;
+  for (int b = 0; b < 8; ++b) tail[total - 1 - b] = static_cast<unsigned char>(bits >> (8 * b));
+  block(tail);
+  if (total == 128) block(tail + 64);
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (auto word : h)
+    for (int s = 28; s >= 0; s -= 4) out.push_back(digits[(word >> s) & 15]);
+  return out;
+}
+
+}  // namespace dlock::redis

@@ -1,0 +1,221 @@
+// The shared subscriber: channel reference counts, SUBSCRIBE confirmations,
+// message fan-out, and resubscription after every reconnect.
+#include <dlock/redis/subscriber.hpp>
+
+#include <atomic>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/dispatch.hpp>
+
+namespace dlock::redis {
+namespace detail {
+
+class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
+ public:
+  subscriber_impl(asio::any_io_executor ex, config cfg) : conn_(std::move(ex), std::move(cfg)) {}
+
+  // Wires the connection to this object; called once right after construction.
+  void attach() {
+    std::weak_ptr<subscriber_impl> weak = weak_from_this();
+    conn_.set_push_handler([weak](value&& v) {
+      if (auto self = weak.lock()) self->on_message(std::move(v));
+    });
+    conn_.set_connect_handler([weak] {
+      if (auto self = weak.lock()) self->on_connect();
+    });
+  }
+
+  asio::any_io_executor executor() const noexcept { return conn_.get_executor(); }
+  connection& link() noexcept { return conn_; }
+
+  // All of the following run on the connection's strand.
+
+  void add(std::string channel, listener l, std::function<void(error_code, subscription)> done) {
+    auto& entry = channels_[channel];
+    channel_count_.store(channels_.size());
+    std::uint64_t id = ++next_id_;
+    entry.listeners.emplace(id, std::move(l));
+    if (entry.confirmed) {
+      done({}, subscription(weak_from_this(), std::move(channel), id));
+      return;
+    }
+    entry.waiters.push_back({id, std::move(done)});
+    if (entry.subscribes_in_flight == 0) send_subscribe(channel);
+  }
+
+  void remove(const std::string& channel, std::uint64_t id) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return;
+    it->second.listeners.erase(id);
+    if (!it->second.listeners.empty() || !it->second.waiters.empty()) return;
+    channels_.erase(it);
+    channel_count_.store(channels_.size());
+    request req;
+    req.push("UNSUBSCRIBE", channel);
+    // Nothing waits for this: the next SUBSCRIBE of the channel (if any) is
+    // queued after it, and a message for a channel we dropped is ignored.
+    conn_.async_exec(std::move(req), [](error_code, response) {});
+  }
+
+  std::size_t channel_count() const { return channel_count_.load(); }
+
+ private:
+  struct waiter {
+    std::uint64_t id;
+    std::function<void(error_code, subscription)> done;
+  };
+  struct entry {
+    std::map<std::uint64_t, listener> listeners;
+    std::vector<waiter> waiters;  // listeners whose subscription is not confirmed yet
+    bool confirmed = false;
+    int subscribes_in_flight = 0;
+  };
+
+  void send_subscribe(const std::string& channel) {
+    ++channels_[channel].subscribes_in_flight;
+    request req;
+    req.push("SUBSCRIBE", channel);
+    std::weak_ptr<subscriber_impl> weak = weak_from_this();
+    conn_.async_exec(std::move(req), [weak, channel](error_code ec, response r) {
+      auto self = weak.lock();
+      if (!self) return;
+      if (!ec && (r.size() != 1 || r[0].is_error())) ec = error::server_error;
+      self->on_subscribed(channel, ec);
+    });
+  }
+
+  void on_subscribed(const std::string& channel, error_code ec) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return;  // every listener left meanwhile
+    entry& e = it->second;
+    --e.subscribes_in_flight;
+    if (!ec) e.confirmed = true;
+    if (!ec || e.subscribes_in_flight == 0) {
+      auto waiters = std::move(e.waiters);
+      e.waiters.clear();
+      for (auto& w : waiters) {
+        if (ec) {
+          e.listeners.erase(w.id);
+          w.done(ec, subscription());
+        } else {
+          w.done({}, subscription(weak_from_this(), channel, w.id));
+        }
+      }
+    }
+    if (ec && e.listeners.empty() && e.waiters.empty() && e.subscribes_in_flight == 0) {
+      channels_.erase(channel);
+      channel_count_.store(channels_.size());
+    }
+  }
+
+  void on_message(value&& v) {
+    // ["message", channel, payload] or ["pmessage", pattern, channel, payload]
+    const auto& el = v.elements;
+    std::size_t ch = el[0].str == "message" ? 1 : 2;
+    if (el.size() != ch + 2 || !el[ch].is_string() || !el[ch + 1].is_string()) return;
+    auto it = channels_.find(el[ch].str);
+    if (it == channels_.end()) return;
+    // A listener may remove itself (or others) while we iterate: copy first.
+    std::vector<listener> targets;
+    for (auto& [id, l] : it->second.listeners) targets.push_back(l);
+    for (auto& l : targets) l(std::string_view(el[ch + 1].str));
+  }
+
+  void on_connect() {
+    ++connects_;
+    if (connects_ == 1) return;  // first connect: SUBSCRIBEs are already queued
+    // A new connection has no subscriptions: restore every live channel, and
+    // tell listeners once it is confirmed that messages may have been missed.
+    for (auto& [channel, e] : channels_) {
+      e.confirmed = false;
+      std::weak_ptr<subscriber_impl> weak = weak_from_this();
+      ++e.subscribes_in_flight;
+      request req;
+      req.push("SUBSCRIBE", channel);
+      conn_.async_exec(std::move(req), [weak, channel = channel](error_code ec, response r) {
+        auto self = weak.lock();
+        if (!self) return;
+        if (!ec && (r.size() != 1 || r[0].is_error())) ec = error::server_error;
+        self->on_subscribed(channel, ec);
+        if (ec) return;
+        auto it = self->channels_.find(channel);
+        if (it == self->channels_.end()) return;
+        std::vector<listener> targets;
+        for (auto& [id, l] : it->second.listeners) targets.push_back(l);
+        for (auto& l : targets) l(std::nullopt);
+      });
+    }
+  }
+
+  connection conn_;
+  std::unordered_map<std::string, entry> channels_;
+  std::uint64_t next_id_ = 0;
+  std::size_t connects_ = 0;
+  std::atomic<std::size_t> channel_count_{0};  // readable from any thread
+};
+
+void subscribe(const std::shared_ptr<subscriber_impl>& impl, std::string channel, listener l,
+               std::function<void(error_code, subscription)> done) {
+  asio::dispatch(impl->executor(), [impl, channel = std::move(channel), l = std::move(l),
+                                    done = std::move(done)]() mutable {
+    impl->add(std::move(channel), std::move(l), std::move(done));
+  });
+}
+
+}  // namespace detail
+
+subscription::subscription(subscription&& other) noexcept
+    : owner_(std::move(other.owner_)), channel_(std::move(other.channel_)), id_(other.id_) {
+  other.channel_.clear();
+}
+
+subscription& subscription::operator=(subscription&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = std::move(other.owner_);
+    channel_ = std::move(other.channel_);
+    id_ = other.id_;
+    other.channel_.clear();
+  }
+  return *this;
+}
+
+subscription::~subscription() { reset(); }
+
+void subscription::reset() noexcept {
+  if (channel_.empty()) return;
+  if (auto owner = owner_.lock()) {
+    try {
+      asio::dispatch(owner->executor(), [owner, channel = std::move(channel_), id = id_] {
+        owner->remove(channel, id);
+      });
+    } catch (...) {
+      // Only allocation can fail here; the listener then stays registered
+      // until the subscriber is destroyed, which is harmless.
+    }
+  }
+  channel_.clear();
+  owner_.reset();
+}
+
+subscriber::subscriber(asio::any_io_executor ex, config cfg)
+    : impl_(std::make_shared<detail::subscriber_impl>(std::move(ex), std::move(cfg))) {
+  impl_->attach();
+}
+
+subscriber::~subscriber() { stop(); }
+
+void subscriber::start() { impl_->link().start(); }
+void subscriber::stop() { impl_->link().stop(); }
+
+std::size_t subscriber::channel_count() const { return impl_->channel_count(); }
+
+connection& subscriber::link() noexcept { return impl_->link(); }
+
+asio::any_io_executor subscriber::impl_executor(const detail::subscriber_impl& impl) noexcept {
+  return impl.executor();
+}
+
+}  // namespace dlock::redis

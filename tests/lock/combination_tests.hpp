@@ -1,0 +1,218 @@
+// The tests every valid combination must pass, instantiated per ownership
+// policy (one translation unit each, so they build in parallel).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/use_future.hpp>
+
+#include <dlock/combinations.hpp>
+#include <support/redis_server.hpp>
+
+#include "lock_support.hpp"
+
+namespace dlock::test {
+
+// What a combination promises when things go wrong; printed by the
+// exclusion test so a reader sees which ones are unsafe, and why.
+template <class L>
+std::string safety_note() {
+  using O = typename L::ownership_type;
+  using R = typename L::renewal_type;
+  std::string note;
+  if constexpr (std::is_same_v<R, renewal::None>) note += "a crashed holder keeps it forever; ";
+  if constexpr (!O::owner_checked) note += "any client's release deletes it, even after expiry; ";
+  if constexpr (std::is_same_v<O, ownership::SetNx> && std::is_same_v<R, renewal::FixedLease>)
+    note += "a crash between SETNX and EXPIRE leaves it without expiry; ";
+  if constexpr (std::is_same_v<O, ownership::GetSetExpiry>) note += "depends on every client's wall clock; ";
+  if constexpr (std::is_same_v<R, renewal::FixedLease>) note += "work longer than the lease overlaps the next holder; ";
+  if (note.empty()) note = "safe on one server (a failover can still lose it)";
+  return note;
+}
+
+template <class L>
+void mutual_exclusion_test() {
+  redis_server server;
+  RedisBackend redis(server.url());
+  const std::string name = "excl:" + L::combination_name();
+  const std::string counter = name + ":counter";
+  constexpr int threads = 8, per_thread = 25, processes = 4, per_process = 25;
+
+  std::atomic<int> unlock_errors{0};
+  {
+    auto lock = make_lock<L>(redis, name);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (int i = 0; i < per_thread; ++i)
+          if (increment_under(*lock, redis, counter)) ++unlock_errors;
+      });
+    }
+    for (auto& t : pool) t.join();
+  }
+  CHECK(unlock_errors == 0);
+  CHECK(server.command({"GET", counter}) == std::to_string(threads * per_thread));
+
+  std::vector<std::unique_ptr<worker>> children;
+  for (int p = 0; p < processes; ++p)
+    children.push_back(std::make_unique<worker>(std::vector<std::string>{
+        "count", server.url(), L::combination_name(), name, std::to_string(per_process)}));
+  for (auto& c : children) {
+    CHECK(c->read_line(60s) == "done");
+    CHECK(c->wait() == 0);
+  }
+  CHECK(server.command({"GET", counter}) ==
+        std::to_string(threads * per_thread + processes * per_process));
+  WARN(L::combination_name() << ": exact under contention; when things fail: " << safety_note<L>());
+}
+
+template <class L>
+void hold_test() {
+  redis_server server;
+  RedisBackend redis(server.url());
+  auto lock = make_lock<L>(redis, "hold:" + L::combination_name(), 5s);
+  auto hold = lock->acquire();
+  REQUIRE(hold);
+  CHECK_FALSE(hold.lost());
+  if constexpr (has_lease<L>) {
+    CHECK(hold.remaining_lease() > 4s);
+    CHECK(hold.remaining_lease() <= 5s);
+  } else {
+    CHECK(hold.remaining_lease() == std::chrono::milliseconds::max());
+  }
+  CHECK(server.command({"EXISTS", lock->name()}) == "1");
+
+  // Another owner (another thread) does not get it while it is held.
+  auto other = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    auto h = lock->try_acquire_for(50ms, ec);
+    return ec;
+  });
+  CHECK(other.get() == error::not_acquired);
+
+  hold.release();
+  CHECK_FALSE(hold);
+  CHECK(server.command({"EXISTS", lock->name()}) == "0");
+  // A released hold cannot be released again.
+  std::error_code ec;
+  hold.release(ec);
+  CHECK(ec == error::not_owner);
+}
+
+template <class L>
+void async_test() {
+  redis_server server;
+  RedisBackend redis(server.url());
+  auto lock = make_lock<L>(redis, "async:" + L::combination_name());
+  auto hold = lock->async_acquire("worker-1", asio::use_future).get();
+  REQUIRE(hold);
+  CHECK(hold.owner_id() == "worker-1");
+  CHECK(lock->held_by("worker-1") == 1);
+  // A different owner id is a different owner, even on this thread.
+  auto second = lock->async_try_acquire_for("worker-2", 30ms, asio::use_future);
+  CHECK_THROWS_AS(second.get(), boost::system::system_error);
+  hold.async_release(asio::use_future).get();
+  CHECK(lock->held_by("worker-1") == 0);
+  CHECK(server.command({"EXISTS", lock->name()}) == "0");
+}
+
+template <class L>
+void bad_input_test() {
+  redis_server server;
+  RedisBackend redis(server.url());
+  auto code = [](auto make) -> std::error_code {
+    try {
+      make();
+    } catch (const std::system_error& e) {
+      return e.code();
+    }
+    return {};
+  };
+  CHECK(code([&] { make_lock<L>(redis, ""); }) == error::invalid_name);
+  CHECK(code([&] { make_lock<L>(redis, std::string(4097, 'x')); }) == error::invalid_name);
+  CHECK(code([&] { make_lock<L>(redis, std::string(4096, 'x')); }) == std::error_code{});
+  if constexpr (has_lease<L>) {
+    CHECK(code([&] { make_lock<L>(redis, "n", 0ms); }) == error::invalid_lease);
+    CHECK(code([&] { make_lock<L>(redis, "n", -5ms); }) == error::invalid_lease);
+  }
+  using W = typename L::wait_type;
+  if constexpr (std::is_same_v<W, wait::Spin>) {
+    CHECK(code([&] { L(redis, "n", {}, test_renewal<L>(1s), W{0ms}); }) == error::invalid_interval);
+  }
+  if constexpr (std::is_same_v<W, wait::Backoff>) {
+    CHECK(code([&] { L(redis, "n", {}, test_renewal<L>(1s), W{0ms, 10ms}); }) == error::invalid_interval);
+    CHECK(code([&] { L(redis, "n", {}, test_renewal<L>(1s), W{10ms, 5ms}); }) == error::invalid_interval);
+  }
+  // Nothing reached Redis.
+  CHECK(server.command({"DBSIZE"}) == "0");
+}
+
+template <class L>
+void ownership_rules_test() {
+  redis_server server;
+  RedisBackend redis(server.url());
+  auto lock = make_lock<L>(redis, "owner:" + L::combination_name());
+
+  // A thread that holds nothing cannot unlock, and the holder keeps it.
+  lock->lock();
+  auto stranger = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    lock->unlock(ec);
+    return ec;
+  });
+  CHECK(stranger.get() == error::not_owner);
+  CHECK(server.command({"EXISTS", lock->name()}) == "1");
+
+  if constexpr (L::ownership_type::reentrant) {
+    lock->lock();
+    lock->lock();
+    CHECK(lock->held_by(L::thread_owner()) == 3);
+    auto field = redis.client_id() + ":" + L::thread_owner();
+    CHECK(server.command({"HGET", lock->name(), field}) == "3");
+    lock->unlock();
+    CHECK(server.command({"HGET", lock->name(), field}) == "2");
+    lock->unlock();
+    CHECK(server.command({"EXISTS", lock->name()}) == "1");
+  } else {
+    try {
+      lock->lock();
+      FAIL("a non-reentrant lock was taken twice by one thread");
+    } catch (const std::system_error& e) {
+      CHECK(e.code() == error::already_held);
+    }
+  }
+  lock->unlock();
+  CHECK(server.command({"EXISTS", lock->name()}) == "0");
+  std::error_code ec;
+  lock->unlock(ec);
+  CHECK(ec == error::not_owner);
+}
+
+}  // namespace dlock::test
+
+#define DLOCK_COMBINATION_TESTS(OWNERSHIP, TAG)                                                   \
+  TEMPLATE_LIST_TEST_CASE("mutual exclusion: 8 threads, then 4 processes", "[lock][" TAG "]",     \
+                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
+    dlock::test::mutual_exclusion_test<TestType>();                                               \
+  }                                                                                               \
+  TEMPLATE_LIST_TEST_CASE("a hold reports its lease and keeps others out", "[lock][" TAG "]",     \
+                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
+    dlock::test::hold_test<TestType>();                                                           \
+  }                                                                                               \
+  TEMPLATE_LIST_TEST_CASE("the async interface with explicit owner ids", "[lock][" TAG "]",      \
+                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
+    dlock::test::async_test<TestType>();                                                          \
+  }                                                                                               \
+  TEMPLATE_LIST_TEST_CASE("bad input is rejected before anything reaches Redis",                 \
+                          "[lock][" TAG "]", dlock::combinations::with_ownership_t<OWNERSHIP>) {  \
+    dlock::test::bad_input_test<TestType>();                                                      \
+  }                                                                                               \
+  TEMPLATE_LIST_TEST_CASE("owners: not_owner, reentrancy or already_held", "[lock][" TAG "]",    \
+                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
+    dlock::test::ownership_rules_test<TestType>();                                                \
+  }

@@ -1,0 +1,90 @@
+// Helpers for lock tests: each combination built with test-friendly policy
+// values (short spins and leases), and a child process that holds locks.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <dlock/dlock.hpp>
+
+namespace dlock::test {
+
+using namespace std::chrono_literals;
+
+/// The policy values the tests use for a lock type: the defaults, except
+/// short waits (so that 8 contending threads finish quickly) and a lease
+/// chosen by the test.
+template <class L>
+typename L::renewal_type test_renewal(std::chrono::milliseconds lease) {
+  using R = typename L::renewal_type;
+  if constexpr (std::is_same_v<R, renewal::None>) return R{};
+  else return R{lease};
+}
+
+template <class L>
+typename L::wait_type test_wait() {
+  using W = typename L::wait_type;
+  if constexpr (std::is_same_v<W, wait::Spin>) return W{2ms};
+  else if constexpr (std::is_same_v<W, wait::Backoff>) return W{1ms, 16ms};
+  else return W{};
+}
+
+template <class L>
+std::unique_ptr<L> make_lock(RedisBackend& backend, std::string name,
+                             std::chrono::milliseconds lease = 10s,
+                             typename L::ownership_type ownership = {}) {
+  return std::make_unique<L>(backend, std::move(name), std::move(ownership), test_renewal<L>(lease),
+                             test_wait<L>());
+}
+
+/// Whether a lock of type L has a lease (so that a crashed holder's lock frees).
+template <class L>
+constexpr bool has_lease = !std::is_same_v<typename L::renewal_type, renewal::None>;
+
+/// Takes the lock through the std interface (retrying by hand for TryOnce),
+/// then increments `counter` the unsafe way, GET then SET, and unlocks.
+/// Returns the unlock error, if any.
+template <class L>
+std::error_code increment_under(L& lock, RedisBackend& redis, const std::string& counter) {
+  if constexpr (std::is_same_v<typename L::wait_type, wait::TryOnce>) {
+    while (!lock.try_lock()) std::this_thread::sleep_for(1ms);
+  } else {
+    lock.lock();
+  }
+  auto v = redis.command(redis::request().push("GET", counter));
+  long long n = v.is_null() ? 0 : std::stoll(v.str);
+  redis.command(redis::request().push("SET", counter, n + 1));
+  std::error_code ec;
+  lock.unlock(ec);
+  return ec;
+}
+
+/// The lock_worker program built beside the tests.
+std::string worker_path();
+
+/// A running lock_worker process; killed (SIGKILL) and reaped on destruction.
+class worker {
+ public:
+  explicit worker(const std::vector<std::string>& args);
+  ~worker();
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+
+  /// Reads one line of the worker's output (waits up to `limit`); empty on
+  /// timeout or end of output.
+  std::string read_line(std::chrono::milliseconds limit = 20s);
+  /// Waits for the worker to exit; returns its exit status (or -signal).
+  int wait();
+  void kill();
+
+ private:
+  int pid_ = -1;
+  int out_ = -1;
+  std::string buffer_;
+};
+
+}  // namespace dlock::test

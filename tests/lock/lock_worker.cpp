@@ -1,0 +1,80 @@
+// A separate process for lock tests: increments a counter under a lock,
+// or takes a lock and waits to be killed, for any valid combination by name.
+//
+//   lock_worker count URL COMBINATION NAME N      N increments, then "done"
+//   lock_worker hold URL COMBINATION NAME LEASE_MS take it, print "acquired", sleep
+//   lock_worker crash-after-setnx URL NAME LEASE_MS  SetNx + FixedLease, exit between SETNX and EXPIRE
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <dlock/combinations.hpp>
+
+#include "lock_support.hpp"
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr, "usage: lock_worker count|hold|crash-after-setnx ...\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  using namespace std::chrono_literals;
+  if (argc < 2) return usage();
+  std::string mode = argv[1];
+
+  if (mode == "crash-after-setnx" && argc == 5) {
+    dlock::RedisBackend redis(argv[2]);
+    dlock::ownership::SetNx setnx;
+    setnx.between_setnx_and_expire = [] { _exit(3); };  // the crash, right between the two commands
+    dlock::Lock<dlock::RedisBackend, dlock::ownership::SetNx, dlock::renewal::FixedLease, dlock::wait::TryOnce> lock(
+        redis, argv[3], setnx, dlock::renewal::FixedLease{std::chrono::milliseconds(std::atol(argv[4]))});
+    lock.try_lock();
+    return 1;  // not reached when the lock was free
+  }
+
+  if (argc != 6) return usage();
+  dlock::RedisBackend redis(argv[2]);
+  std::string combination = argv[3], name = argv[4];
+  long long number = std::atoll(argv[5]);
+  bool found = false;
+  int status = 0;
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (found || L::combination_name() != combination) return;
+    found = true;
+    if (mode == "count") {
+      auto lock = dlock::test::make_lock<L>(redis, name);
+      for (long long i = 0; i < number; ++i) {
+        if (auto ec = dlock::test::increment_under(*lock, redis, name + ":counter")) {
+          std::fprintf(stderr, "lock_worker: unlock failed: %s\n", ec.message().c_str());
+          status = 1;
+        }
+      }
+      std::printf("done\n");
+    } else if (mode == "hold") {
+      auto lock = dlock::test::make_lock<L>(redis, name, std::chrono::milliseconds(number));
+      auto hold = lock->acquire();
+      std::printf("acquired\n");
+      std::fflush(stdout);
+      for (;;) std::this_thread::sleep_for(1h);
+    } else {
+      status = usage();
+    }
+  });
+  if (!found) {
+    std::fprintf(stderr, "lock_worker: no valid combination named %s\n", combination.c_str());
+    return 2;
+  }
+  std::fflush(stdout);
+  return status;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "lock_worker: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,381 @@
+// Policy behaviour against a real redis-server: the watchdog, leases and
+// expiry, pub/sub wake-ups, cancellation, lost replies and retried releases.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <dlock/dlock.hpp>
+#include <support/redis_server.hpp>
+
+#include "lock_support.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::redis_server;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+namespace asio = boost::asio;
+
+using WatchdogToken = dlock::Lock<dlock::RedisBackend, o::Token, r::Watchdog, w::Spin>;
+using WatchdogHash = dlock::Lock<>;
+using FixedToken = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
+using FixedHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::FixedLease, w::Spin>;
+using SpinHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::Spin>;
+
+namespace {
+
+long long pttl(redis_server& s, const std::string& key) { return std::stoll(s.command({"PTTL", key})); }
+
+template <class Pred>
+bool eventually(Pred p, std::chrono::milliseconds limit = 5s) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (p()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return p();
+}
+
+// Runs a script that spins inside the server for `ms` milliseconds: every
+// other client's command waits behind it, as behind a slow network.
+void keep_server_busy(dlock::RedisBackend& client, int ms) {
+  static const dlock::redis::script spin(R"lua(
+local start = redis.call('TIME')
+local t0 = tonumber(start[1]) * 1000000 + tonumber(start[2])
+while true do
+  local now = redis.call('TIME')
+  if tonumber(now[1]) * 1000000 + tonumber(now[2]) - t0 > tonumber(ARGV[1]) * 1000 then return 1 end
+end
+)lua");
+  client.eval(spin, {}, {std::to_string(ms)});
+}
+
+}  // namespace
+
+TEST_CASE("the watchdog keeps a lock for more than three leases and stops at release", "[watchdog]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  WatchdogToken lock(redis, "job", {}, r::Watchdog{300ms}, w::Spin{10ms});
+  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  {
+    auto hold = lock.acquire();
+    std::this_thread::sleep_for(1100ms);  // more than three leases
+    CHECK(server.command({"EXISTS", "job"}) == "1");
+    CHECK(pttl(server, "job") > 0);
+    CHECK_FALSE(hold.lost());
+    CHECK(hold.remaining_lease() > 0ms);
+    CHECK(renewals.size() == 1);
+    CHECK(renewals.renewals_sent() >= 3);
+  }
+  CHECK(renewals.size() == 0);
+  CHECK(server.command({"EXISTS", "job"}) == "0");
+  auto sent = renewals.renewals_sent();
+  std::this_thread::sleep_for(400ms);
+  CHECK(renewals.renewals_sent() == sent);  // nothing renews a released lock
+}
+
+TEST_CASE("one round trip renews many held locks", "[watchdog]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  std::vector<std::unique_ptr<WatchdogHash>> locks;
+  std::vector<WatchdogHash::hold_type> holds;
+  for (int i = 0; i < 40; ++i) {
+    locks.push_back(std::make_unique<WatchdogHash>(redis, "many:" + std::to_string(i), o::ReentrantHash{},
+                                                   r::Watchdog{600ms}));
+    holds.push_back(locks.back()->acquire());
+  }
+  auto batches0 = renewals.batches_sent(), renewals0 = renewals.renewals_sent();
+  std::this_thread::sleep_for(1300ms);
+  auto batches = renewals.batches_sent() - batches0, sent = renewals.renewals_sent() - renewals0;
+  CHECK(sent >= 80);                 // every lock renewed at least twice
+  CHECK(batches * 10 <= sent);       // in few round trips, not one each
+  for (int i = 0; i < 40; ++i) CHECK(pttl(server, "many:" + std::to_string(i)) > 0);
+  holds.clear();
+  CHECK(renewals.size() == 0);
+}
+
+TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[watchdog]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  WatchdogHash lock(redis, "fragile", {}, r::Watchdog{300ms});
+  auto hold = lock.acquire();
+  std::atomic<bool> told{false};
+  hold.on_lost([&] { told = true; });
+  server.command({"DEL", "fragile"});
+  CHECK(eventually([&] { return hold.lost(); }, 2s));
+  CHECK(told);
+  CHECK(hold.remaining_lease() == 0ms);
+  std::error_code ec;
+  hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+}
+
+TEST_CASE("a watchdog never extends someone else's lock", "[watchdog]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  WatchdogToken lock(redis, "swapped", {}, r::Watchdog{300ms}, w::Spin{10ms});
+  auto hold = lock.acquire();
+  // Someone else's value, with a short expiry of its own.
+  server.command({"SET", "swapped", "not-our-token", "PX", "5000"});
+  CHECK(eventually([&] { return hold.lost(); }, 2s));
+  CHECK(pttl(server, "swapped") <= 5000);
+  CHECK(server.command({"GET", "swapped"}) == "not-our-token");
+}
+
+TEST_CASE("release after expiry never deletes the new owner's lock", "[lease]") {
+  redis_server server;
+  dlock::RedisBackend a(server.url()), b(server.url());
+  SECTION("token") {
+    FixedToken first(a, "coupon", {}, r::FixedLease{200ms}, w::Spin{10ms});
+    FixedToken second(b, "coupon", {}, r::FixedLease{10s}, w::Spin{10ms});
+    auto h1 = first.acquire();
+    std::this_thread::sleep_for(300ms);
+    auto h2 = second.acquire();
+    std::error_code ec;
+    h1.release(ec);
+    CHECK(ec == dlock::error::lease_lost);
+    CHECK(server.command({"EXISTS", "coupon"}) == "1");
+    h2.release();
+    CHECK(server.command({"EXISTS", "coupon"}) == "0");
+  }
+  SECTION("reentrant hash") {
+    FixedHash first(a, "coupon", {}, r::FixedLease{200ms}, w::Spin{10ms});
+    FixedHash second(b, "coupon", {}, r::FixedLease{10s}, w::Spin{10ms});
+    auto h1 = first.acquire();
+    std::this_thread::sleep_for(300ms);
+    auto h2 = second.acquire();
+    std::error_code ec;
+    h1.release(ec);
+    CHECK(ec == dlock::error::lease_lost);
+    CHECK(server.command({"HGET", "coupon", b.client_id() + ":" + FixedHash::thread_owner()}) == "1");
+  }
+}
+
+TEST_CASE("a killed holder's lock frees within its lease", "[lease][process]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  SECTION("fixed lease") {
+    dlock::test::worker holder({"hold", server.url(), "token/fixed/spin", "crashy", "800"});
+    REQUIRE(holder.read_line() == "acquired");
+    auto killed = std::chrono::steady_clock::now();
+    holder.kill();
+    FixedToken lock(redis, "crashy", {}, r::FixedLease{10s}, w::Spin{10ms});
+    auto hold = lock.try_acquire_for(5s);
+    REQUIRE(hold);
+    CHECK(std::chrono::steady_clock::now() - killed < 800ms + 300ms);
+  }
+  SECTION("watchdog: within one lease plus one renewal period") {
+    dlock::test::worker holder({"hold", server.url(), "hash/watchdog/pubsub", "crashy", "600"});
+    REQUIRE(holder.read_line() == "acquired");
+    std::this_thread::sleep_for(1s);  // renewed meanwhile
+    CHECK(server.command({"EXISTS", "crashy"}) == "1");
+    auto killed = std::chrono::steady_clock::now();
+    holder.kill();
+    WatchdogHash lock(redis, "crashy", {}, r::Watchdog{10s});
+    auto hold = lock.try_acquire_for(5s);
+    REQUIRE(hold);
+    CHECK(std::chrono::steady_clock::now() - killed < 600ms + 200ms + 300ms);
+  }
+}
+
+TEST_CASE("pub/sub wakes a waiter long before a spin interval would", "[pubsub]") {
+  redis_server server;
+  dlock::RedisBackend a(server.url()), b(server.url());
+  auto measure = [&](auto& waiter_lock, auto& holder_lock) {
+    auto hold = holder_lock.acquire();
+    auto waiting = std::async(std::launch::async, [&] {
+      auto h = waiter_lock.acquire();
+      return std::chrono::steady_clock::now();
+    });
+    std::this_thread::sleep_for(300ms);  // the waiter has tried and is asleep
+    auto released = std::chrono::steady_clock::now();
+    hold.release();
+    return waiting.get() - released;
+  };
+  WatchdogHash holder(a, "door"), pubsub_waiter(b, "door");
+  auto woken = measure(pubsub_waiter, holder);
+  SpinHash spin_holder(a, "door2", {}, r::Watchdog{}, w::Spin{1000ms});
+  SpinHash spin_waiter(b, "door2", {}, r::Watchdog{}, w::Spin{1000ms});
+  auto polled = measure(spin_waiter, spin_holder);
+  WARN("pub/sub woke the waiter after " << std::chrono::duration_cast<std::chrono::microseconds>(woken).count()
+       << " us; a 1 s spin after " << std::chrono::duration_cast<std::chrono::microseconds>(polled).count() << " us");
+  CHECK(woken < 250ms);
+  CHECK(woken * 3 < polled);
+  CHECK(b.subscriber().channel_count() == 0);  // the wait's subscription ended
+}
+
+TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  WatchdogHash lock(redis, "queue");
+  std::atomic<int> inside{0}, max_inside{0}, done{0};
+  std::vector<std::future<void>> waiters;
+  for (int i = 0; i < 6; ++i) {
+    waiters.push_back(std::async(std::launch::async, [&] {
+      for (int k = 0; k < 5; ++k) {
+        std::scoped_lock g(lock);
+        int now = ++inside;
+        int seen = max_inside.load();
+        while (now > seen && !max_inside.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(2ms);
+        --inside;
+      }
+      ++done;
+    }));
+  }
+  for (auto& f : waiters) REQUIRE(f.wait_for(60s) == std::future_status::ready);
+  CHECK(done == 6);
+  CHECK(max_inside == 1);
+  CHECK(eventually([&] { return redis.subscriber().channel_count() == 0; }));
+}
+
+TEST_CASE("cancelling a waiting async_acquire leaves nothing held and nothing renewing", "[cancel]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  WatchdogHash lock(redis, "busy");
+  auto hold = lock.async_acquire("holder", asio::use_future).get();
+  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  CHECK(renewals.size() == 1);
+
+  asio::io_context io;
+  asio::cancellation_signal cancel;
+  std::promise<dlock::error_code> result;
+  lock.async_acquire("waiter", asio::bind_cancellation_slot(cancel.slot(), [&](dlock::error_code ec, auto h) {
+    CHECK_FALSE(h);
+    result.set_value(ec);
+  }));
+  std::this_thread::sleep_for(200ms);
+  // Emit on the operation's side: cancellation signals are not thread-safe.
+  asio::post(redis.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
+  auto f = result.get_future();
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  CHECK(f.get() == asio::error::operation_aborted);
+  CHECK(lock.held_by("waiter") == 0);
+  CHECK(renewals.size() == 1);
+  CHECK(eventually([&] { return redis.subscriber().channel_count() == 0; }));
+  hold.release();
+  std::this_thread::sleep_for(100ms);
+  CHECK(server.command({"EXISTS", "busy"}) == "0");  // the cancelled waiter did not take it
+  CHECK(renewals.size() == 0);
+}
+
+TEST_CASE("an acquire whose reply never came is outcome_unknown, not 'not acquired'", "[unknown]") {
+  redis_server server;
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.command_timeout = 300ms;
+  cfg.health_check_interval = 5s;
+  dlock::RedisBackend redis(cfg);
+  FixedToken lock(redis, "limbo", {}, r::FixedLease{30s}, w::Spin{10ms});
+  server.pause();
+  std::error_code ec;
+  auto hold = lock.try_acquire_for(0ms, ec);
+  server.resume();
+  CHECK(ec == dlock::error::outcome_unknown);
+  CHECK_FALSE(hold);
+}
+
+TEST_CASE("a lost acquire reply is resolved by asking Redis whose the lock is", "[unknown]") {
+  redis_server server;
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.command_timeout = 300ms;
+  cfg.health_check_interval = 5s;
+  dlock::RedisBackend redis(cfg);
+  FixedHash lock(redis, "limbo", {}, r::FixedLease{30s}, w::Spin{10ms});
+  lock.lock();  // load the scripts: a late NOSCRIPT would mean "did not run"
+  lock.unlock();
+  // Hold the server for 500 ms with a blocking command from another client:
+  // the acquire script waits behind it, its reply comes after the timeout.
+  dlock::RedisBackend other(server.url());
+  auto blocker = std::async(std::launch::async, [&] {
+    keep_server_busy(other, 450);
+  });
+  std::this_thread::sleep_for(50ms);
+  std::error_code ec;
+  auto hold = lock.try_acquire_for(0ms, ec);
+  blocker.get();
+  // The script ran once the server was free; HGET then finds our field.
+  CHECK(!ec);
+  REQUIRE(hold);
+  CHECK(server.command({"HGET", "limbo", redis.client_id() + ":" + FixedHash::thread_owner()}) == "1");
+}
+
+TEST_CASE("a retried release never decrements a reentrant count twice", "[unknown][reentrancy]") {
+  redis_server server;
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.command_timeout = 300ms;
+  cfg.health_check_interval = 5s;
+  dlock::RedisBackend redis(cfg);
+  FixedHash lock(redis, "twice", {}, r::FixedLease{30s}, w::Spin{10ms});
+  auto field = redis.client_id() + ":" + FixedHash::thread_owner();
+  lock.lock();  // load the scripts: a late NOSCRIPT would mean "did not run"
+  lock.unlock();
+  lock.lock();
+  lock.lock();
+  CHECK(server.command({"HGET", "twice", field}) == "2");
+
+  dlock::RedisBackend other(server.url());
+  auto blocker = std::async(std::launch::async, [&] {
+    keep_server_busy(other, 450);
+  });
+  std::this_thread::sleep_for(50ms);
+  std::error_code ec;
+  lock.unlock(ec);
+  CHECK(ec == dlock::error::outcome_unknown);
+  blocker.get();
+  CHECK(server.command({"HGET", "twice", field}) == "1");  // the first attempt did run
+
+  lock.unlock(ec);  // the retry: answered from the marker, no second decrement
+  CHECK(!ec);
+  CHECK(server.command({"HGET", "twice", field}) == "1");
+  CHECK(lock.held_by(FixedHash::thread_owner()) == 1);
+  lock.unlock();
+  CHECK(server.command({"EXISTS", "twice"}) == "0");
+}
+
+TEST_CASE("Redisson's wire format: hash field, channel and unlock message", "[wire-compat]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  WatchdogHash lock(redis, "orders:42");
+  std::promise<std::string> message;
+  auto sub = redis.async_subscribe("redisson_lock__channel:{orders:42}",
+                                   [&](std::optional<std::string_view> m) {
+                                     if (m) message.set_value(std::string(*m));
+                                   },
+                                   asio::use_future)
+                 .get();
+  lock.lock();
+  CHECK(server.command({"TYPE", "orders:42"}) == "hash");
+  CHECK(server.command({"HGET", "orders:42", redis.client_id() + ":" + WatchdogHash::thread_owner()}) == "1");
+  auto ttl = pttl(server, "orders:42");
+  CHECK(ttl > 29000);
+  CHECK(ttl <= 30000);
+  lock.unlock();
+  auto f = message.get_future();
+  REQUIRE(f.wait_for(2s) == std::future_status::ready);
+  CHECK(f.get() == "0");
+}
+
+TEST_CASE("blocking calls on the backend's own thread are refused", "[api]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  WatchdogHash lock(redis, "self");
+  std::promise<bool> refused;
+  asio::post(redis.get_executor(), [&] {
+    try {
+      lock.lock();
+      refused.set_value(false);
+    } catch (const std::logic_error&) {
+      refused.set_value(true);
+    }
+  });
+  CHECK(refused.get_future().get());
+}

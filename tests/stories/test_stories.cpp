@@ -1,0 +1,233 @@
+// The source articles' failure stories, each forced on a real redis-server:
+// the failure happens with the policy that has it, and not with the one
+// that fixes it.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <latch>
+#include <thread>
+
+#include <dlock/dlock.hpp>
+#include <support/redis_server.hpp>
+
+#include "../lock/lock_support.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::redis_server;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+
+namespace {
+
+// The naive expiry lock that seed 002 warns about: on an expired lock,
+// DEL then SETNX. Written as an ordinary ownership policy: the Lock host
+// takes any type that meets the concept.
+struct NaiveExpiry {
+  static constexpr const char* policy_name = "naive";
+  static constexpr bool owner_checked = false;
+  static constexpr bool publishes_on_release = false;
+  static constexpr bool reentrant = false;
+  static constexpr bool needs_lease = true;
+  static constexpr bool resolves_unknown = false;
+
+  std::function<void()> between_get_and_del;
+
+  std::error_code validate() const { return {}; }
+  std::string make_owner(const std::string&, const std::string&) const { return {}; }
+
+  template <class B>
+  dlock::asio::awaitable<std::pair<dlock::error_code, dlock::attempt>> try_acquire(
+      B& backend, dlock::detail::hold_record& rec) const {
+    using dlock::redis::request;
+    auto now = [] { return o::GetSetExpiry{}.wall_clock(); };
+    auto expiration = o::GetSetExpiry::format(now() + std::chrono::duration<double>(rec.lease).count());
+    auto [ec, v] = co_await dlock::detail::command(backend, request().push("SETNX", rec.name, expiration));
+    if (!ec && v.integer == 1) {
+      rec.owner = expiration;
+      co_return std::pair{ec, dlock::attempt{true, std::nullopt}};
+    }
+    auto [gec, old] = co_await dlock::detail::command(backend, request().push("GET", rec.name));
+    if (gec || old.is_null() || o::GetSetExpiry::parse(old.str) >= now())
+      co_return std::pair{gec, dlock::attempt{false, std::nullopt}};
+    if (between_get_and_del) between_get_and_del();
+    co_await dlock::detail::command(backend, request().push("DEL", rec.name));
+    auto [sec, s] = co_await dlock::detail::command(backend, request().push("SETNX", rec.name, expiration));
+    rec.owner = expiration;
+    co_return std::pair{sec, dlock::attempt{!sec && s.integer == 1, std::nullopt}};
+  }
+
+  template <class B>
+  dlock::asio::awaitable<std::pair<dlock::error_code, dlock::release_outcome>> release(
+      B& backend, dlock::detail::hold_record& rec) const {
+    auto [ec, v] = co_await dlock::detail::command(backend, dlock::redis::request().push("DEL", rec.name));
+    co_return std::pair{ec, dlock::release_outcome::released};
+  }
+};
+
+// Two clients, B and C, each on its own backend (its own I/O thread), both
+// find the lock expired; C completes its steal first, then B goes on.
+// Returns how many of them ended up holding the lock.
+template <class L, class O, class Hook>
+int race_for_expired_lock(redis_server& server, Hook hook_member) {
+  server.command({"SET", "race", o::GetSetExpiry::format(o::GetSetExpiry{}.wall_clock() - 60)});
+  dlock::RedisBackend backend_b(server.url()), backend_c(server.url());
+  std::latch both_saw_it_expired(2);
+  std::promise<void> c_done;
+  auto c_finished = c_done.get_future().share();
+
+  O ob, oc;
+  ob.*hook_member = [&] {
+    both_saw_it_expired.arrive_and_wait();
+    c_finished.wait();  // B is slower: it acts only after C got the lock
+  };
+  oc.*hook_member = [&] { both_saw_it_expired.arrive_and_wait(); };
+  L lock_b(backend_b, "race", ob, r::FixedLease{10s}, w::TryOnce{});
+  L lock_c(backend_c, "race", oc, r::FixedLease{10s}, w::TryOnce{});
+
+  auto b = std::async(std::launch::async, [&] { return lock_b.try_lock(); });
+  auto c = std::async(std::launch::async, [&] {
+    bool got = lock_c.try_lock();
+    c_done.set_value();
+    return got;
+  });
+  bool c_got = c.get(), b_got = b.get();
+  int holders = int(b_got) + int(c_got);
+  // Nobody releases here: with two holders, a release would hide the story.
+  lock_b.set_error_handler([](std::error_code, const std::string&) {});
+  lock_c.set_error_handler([](std::error_code, const std::string&) {});
+  return holders;
+}
+
+}  // namespace
+
+TEST_CASE("story: a crashed holder of a bare SETNX lock holds it forever (A1)", "[story]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  {
+    dlock::test::worker holder({"hold", server.url(), "setnx/none/tryonce", "stock", "0"});
+    REQUIRE(holder.read_line() == "acquired");
+    holder.kill();
+  }
+  CHECK(server.command({"PTTL", "stock"}) == "-1");  // no expiry at all
+  dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::Spin> lock(redis, "stock", {}, {}, w::Spin{50ms});
+  CHECK_FALSE(lock.try_lock_for(1500ms));  // and it never frees
+
+  // The fix: a lease. The same crash, and the lock frees by itself.
+  dlock::test::worker holder({"hold", server.url(), "token/fixed/tryonce", "stock2", "500"});
+  REQUIRE(holder.read_line() == "acquired");
+  holder.kill();
+  dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin> fixed(redis, "stock2", {}, r::FixedLease{5s},
+                                                                          w::Spin{20ms});
+  CHECK(fixed.try_lock_for(1500ms));
+  fixed.unlock();
+}
+
+TEST_CASE("story: a crash between SETNX and EXPIRE leaves a lock with no expiry (A1b)", "[story]") {
+  redis_server server;
+  dlock::test::worker crasher({"crash-after-setnx", server.url(), "coupon", "30000"});
+  CHECK(crasher.wait() == 3);  // died right after SETNX
+  CHECK(server.command({"EXISTS", "coupon"}) == "1");
+  CHECK(server.command({"PTTL", "coupon"}) == "-1");  // the EXPIRE never came
+
+  // SET NX PX sets value and expiry in one command: there is no such window.
+  dlock::test::worker holder({"hold", server.url(), "token/fixed/tryonce", "coupon2", "30000"});
+  REQUIRE(holder.read_line() == "acquired");
+  CHECK(std::stoll(server.command({"PTTL", "coupon2"})) > 0);
+}
+
+TEST_CASE("story: without a token, a late release deletes the next owner's lock", "[story]") {
+  redis_server server;
+  dlock::RedisBackend a(server.url()), b(server.url());
+  SECTION("SetNx: the late DEL succeeds, and B's lock is gone") {
+    using L = dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::Spin>;
+    L first(a, "order", {}, r::FixedLease{200ms}, w::Spin{10ms});
+    L second(b, "order", {}, r::FixedLease{10s}, w::Spin{10ms});
+    auto h1 = first.acquire();
+    std::this_thread::sleep_for(300ms);  // A's work outlasts its lease
+    auto h2 = second.acquire();
+    h1.release();                                       // no error: A cannot tell
+    CHECK(server.command({"EXISTS", "order"}) == "0");  // B holds a lock that is gone
+    L third(a, "order", {}, r::FixedLease{10s}, w::Spin{10ms});
+    auto intruder = std::async(std::launch::async, [&] { return third.try_lock(); });
+    CHECK(intruder.get());  // a third client walks in beside B
+    std::error_code ec;
+    third.unlock(ec);
+  }
+  SECTION("Token: the late release is refused, and B keeps its lock") {
+    using L = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
+    L first(a, "order", {}, r::FixedLease{200ms}, w::Spin{10ms});
+    L second(b, "order", {}, r::FixedLease{10s}, w::Spin{10ms});
+    auto h1 = first.acquire();
+    std::this_thread::sleep_for(300ms);
+    auto h2 = second.acquire();
+    std::error_code ec;
+    h1.release(ec);
+    CHECK(ec == dlock::error::lease_lost);  // A learns it lost the lock
+    CHECK(server.command({"EXISTS", "order"}) == "1");
+  }
+}
+
+TEST_CASE("story: two waiters steal an expired lock; GETSET lets only one in (A3)", "[story]") {
+  redis_server server;
+  SECTION("naive DEL + SETNX: both get the lock") {
+    using L = dlock::Lock<dlock::RedisBackend, NaiveExpiry, r::FixedLease, w::TryOnce>;
+    CHECK(race_for_expired_lock<L, NaiveExpiry>(server, &NaiveExpiry::between_get_and_del) == 2);
+  }
+  SECTION("GETSET: exactly one gets it") {
+    using L = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::TryOnce>;
+    CHECK(race_for_expired_lock<L, o::GetSetExpiry>(server, &o::GetSetExpiry::between_get_and_getset) == 1);
+  }
+}
+
+TEST_CASE("story: a skewed wall clock lets GetSetExpiry steal a live lock (A3's flaw)", "[story]") {
+  redis_server server;
+  dlock::RedisBackend a(server.url()), b(server.url());
+  using L = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::TryOnce>;
+  L honest(a, "skew", {}, r::FixedLease{30s}, w::TryOnce{});
+  o::GetSetExpiry fast_clock;
+  fast_clock.wall_clock = [] { return o::GetSetExpiry{}.wall_clock() + 60; };  // a minute ahead
+  L skewed(b, "skew", fast_clock, r::FixedLease{30s}, w::TryOnce{});
+  REQUIRE(honest.try_lock());
+  auto stolen = std::async(std::launch::async, [&] { return skewed.try_lock(); });
+  CHECK(stolen.get());  // the live lock looked expired to the fast clock
+  std::error_code ec;
+  skewed.unlock(ec);
+  honest.unlock(ec);
+}
+
+TEST_CASE("story: work that outlasts a fixed lease overlaps the next holder; the watchdog prevents it", "[story]") {
+  redis_server server;
+  dlock::RedisBackend a(server.url()), b(server.url());
+  auto run = [&](auto& first, auto& second) {
+    auto hold = first.acquire();
+    auto work_started = std::chrono::steady_clock::now();
+    auto other = std::async(std::launch::async, [&] {
+      auto h = second.try_acquire_for(3s);
+      return std::chrono::steady_clock::now();
+    });
+    std::this_thread::sleep_for(700ms);  // the work: longer than the 300 ms lease
+    auto work_ended = std::chrono::steady_clock::now();
+    std::error_code ec;
+    hold.release(ec);
+    auto other_got_it = other.get();
+    return std::tuple{other_got_it < work_ended, ec, other_got_it - work_started};
+  };
+  SECTION("fixed lease: the second client gets in while the first still works") {
+    using L = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
+    L first(a, "report", {}, r::FixedLease{300ms}, w::Spin{10ms});
+    L second(b, "report", {}, r::FixedLease{300ms}, w::Spin{10ms});
+    auto [overlapped, ec, after] = run(first, second);
+    CHECK(overlapped);
+    CHECK(ec == dlock::error::lease_lost);  // the first learns it only at release
+  }
+  SECTION("watchdog: the lease is renewed while the work goes on") {
+    using L = dlock::Lock<dlock::RedisBackend, o::Token, r::Watchdog, w::Spin>;
+    L first(a, "report", {}, r::Watchdog{300ms}, w::Spin{10ms});
+    L second(b, "report", {}, r::Watchdog{300ms}, w::Spin{10ms});
+    auto [overlapped, ec, after] = run(first, second);
+    CHECK_FALSE(overlapped);
+    CHECK(!ec);
+    CHECK(after >= 690ms);
+  }
+}
