@@ -64,10 +64,10 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   dlock::bench::choose_server(argc, argv);
-  benchmark::RegisterBenchmark("BM_ping_connection", dlock::bench::ping_round_trip)->MinTime(0.5);
+  benchmark::RegisterBenchmark("BM_ping_connection", dlock::bench::ping_round_trip)->MinTime(0.5)->UseRealTime();
   dlock::combinations::for_each([](auto type) {
     using L = typename decltype(type)::type;
-    benchmark::RegisterBenchmark(("lock_unlock/" + L::combination_name()).c_str(), lock_unlock<L>)->MinTime(0.3);
+    benchmark::RegisterBenchmark(("lock_unlock/" + L::combination_name()).c_str(), lock_unlock<L>)->MinTime(0.3)->UseRealTime();
   });
   dlock::bench::ratio_reporter reporter(summary);
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -85,17 +85,18 @@ void BM_ping_coroutines(benchmark::State& state) {
   asio::io_context ctx(1);
   dlock::RedisBackend redis(ctx.get_executor(), server_url);
   for (auto _ : state) {
-    int failures = 0;
+    int failures = 0, running = coroutines;
     for (int c = 0; c < coroutines; ++c) {
       asio::co_spawn(ctx, [&]() -> asio::awaitable<void> {
         for (int i = 0; i < rounds; ++i) {
           auto [ec, r] = co_await redis.async_exec(request().push("PING"), asio::as_tuple(asio::use_awaitable));
           if (ec) ++failures;
         }
+        --running;
       }, asio::detached);
     }
-    ctx.run();
-    ctx.restart();
+    // The backend's own loops never finish, so run until ours have.
+    while (running > 0) ctx.run_one();
     if (failures) {
       state.SkipWithError("a PING failed");
       break;
@@ -104,23 +105,28 @@ void BM_ping_coroutines(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * coroutines * rounds);
 }
 
-BENCHMARK(BM_ping_plain_socket)->MinTime(1.0);
-BENCHMARK(dlock::bench::ping_round_trip)->Name("BM_ping_connection")->MinTime(1.0);
-BENCHMARK(BM_ping_blocking)->MinTime(1.0);
-BENCHMARK(BM_ping_coroutines)->Arg(1)->Arg(64)->MinTime(1.0);
+BENCHMARK(BM_ping_plain_socket)->MinTime(1.0)->UseRealTime();
+BENCHMARK(dlock::bench::ping_round_trip)->Name("BM_ping_connection")->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_ping_blocking)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_ping_coroutines)->Arg(1)->Arg(64)->MinTime(1.0)->UseRealTime();
 
 }  // namespace
 
 // Prints the ratios the library is judged by, from the numbers of this run.
 static void summary(dlock::bench::ratio_reporter& r) {
-  auto ratio = [&](const char* a, const char* b) { return r.rate(b) > 0 ? r.rate(a) / r.rate(b) : 0.0; };
+  // Real time per operation (every benchmark here uses real time).
+  auto per_op = [&](const char* name) { return r.seconds_per_op(name); };
+  auto rate = [&](const char* name) { return r.rate(name); };
   std::printf("\nratios from this run:\n");
-  std::printf("  PING through the connection costs %.3fx a plain socket PING (aim: <= 1.10)\n",
-              ratio("BM_ping_plain_socket", "BM_ping_connection"));
-  std::printf("  blocking PING via the I/O thread costs %.3fx a plain socket PING\n",
-              ratio("BM_ping_plain_socket", "BM_ping_blocking"));
-  std::printf("  64 coroutines reach %.2fx the rate of one (aim: >= 5)\n",
-              ratio("BM_ping_coroutines/64", "BM_ping_coroutines/1"));
+  if (per_op("BM_ping_plain_socket") > 0) {
+    std::printf("  PING through the connection costs %.3fx a plain socket PING (aim: <= 1.10)\n",
+                per_op("BM_ping_connection") / per_op("BM_ping_plain_socket"));
+    std::printf("  blocking PING via the I/O thread costs %.3fx a plain socket PING\n",
+                per_op("BM_ping_blocking") / per_op("BM_ping_plain_socket"));
+  }
+  if (rate("BM_ping_coroutines/1") > 0)
+    std::printf("  64 coroutines reach %.2fx the rate of one (aim: >= 5)\n",
+                rate("BM_ping_coroutines/64") / rate("BM_ping_coroutines/1"));
 }
 
 int main(int argc, char** argv) {

@@ -320,6 +320,7 @@ class Lock {
           // Won, but the caller gave up: give it back before completing.
           rec->release_id = detail::random_hex(8);
           co_await ownership_.release(backend_, *rec);
+          rec->release_id.clear();  // the next release is a new one
           co_return result{asio::error::operation_aborted, nullptr};
         }
         bool first = false;

@@ -138,7 +138,8 @@ void parse_unix(std::string_view rest, config& cfg) {
   if (slash == std::string_view::npos) throw url_error{"the socket path must be absolute (unix:///path)"};
   auto authority = rest.substr(0, slash);
   if (!authority.empty()) {
-    if (authority.back() != '@') throw url_error{"unexpected \"" + std::string(authority) + "\" before the socket path"};
+    if (authority.back() != '@')
+      throw url_error{"the socket path must be absolute (unix:///path), not \"" + std::string(rest) + "\""};
     take_credentials(authority, cfg);
   }
   auto path = rest.substr(slash);

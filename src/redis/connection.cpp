@@ -140,10 +140,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         });
       });
     }
-    bool was_empty = queue_.empty() && inflight_.empty();
     queue_.push_back(std::move(op));
     if (connected_) write_signal_.cancel();
-    if (was_empty) deadline_timer_.cancel();  // the earliest deadline may have changed
+    // No need to wake the expiry loop: it is never set later than now plus
+    // one command timeout, which is this request's deadline at the earliest.
   }
 
   void wait_connected(std::function<void(error_code)> handler) {
@@ -441,7 +441,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   };
 
   // Completes requests whose command_timeout passed. Requests are queued in
-  // order with one timeout, so the earliest deadline is always at a front.
+  // order with one timeout, so the earliest deadline is always at a front,
+  // and adding a request never needs to re-arm this timer.
   awaitable<void> expire_loop() {
     auto self = shared_from_this();
     while (!stopping_) {
@@ -468,6 +469,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         op->complete(why, {});
       }
       if (!queue_.empty()) next = std::min(next, queue_.front()->deadline);
+      // Idle: look again one timeout from now, before any new request is due.
+      next = std::min(next, now + cfg_.command_timeout);
       deadline_timer_.expires_at(next);
       co_await deadline_timer_.async_wait(use_tuple);
     }

@@ -24,13 +24,14 @@ std::string worker_path() {
 #endif
 }
 
-worker::worker(const std::vector<std::string>& args) {
+worker::worker(const std::vector<std::string>& args) : worker(worker_path(), args) {}
+
+worker::worker(std::string path, const std::vector<std::string>& args) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  std::string path = worker_path();
   std::vector<char*> argv;
   argv.push_back(path.data());
   std::vector<std::string> copy = args;

@@ -69,7 +69,10 @@ std::string worker_path();
 /// A running lock_worker process; killed (SIGKILL) and reaped on destruction.
 class worker {
  public:
+  /// Runs lock_worker with `args`.
   explicit worker(const std::vector<std::string>& args);
+  /// Runs `program` (a path) with `args`.
+  worker(std::string program, const std::vector<std::string>& args);
   ~worker();
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;

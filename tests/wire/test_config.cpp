@@ -1,0 +1,141 @@
+// Redis URL parsing (every accepted form, every rejected form with its
+// sentence), describe(), and SHA-1 against known vectors and a real server.
+#include <catch2/catch.hpp>
+
+#include <dlock/error.hpp>
+#include <dlock/redis/config.hpp>
+#include <support/redis_server.hpp>
+
+using dlock::redis::config;
+using dlock::redis::parse_url;
+
+TEST_CASE("redis:// URLs", "[url]") {
+  auto c = parse_url("redis://127.0.0.1:7000");
+  CHECK(c.kind == config::transport::tcp);
+  CHECK(c.host == "127.0.0.1");
+  CHECK(c.port == 7000);
+  CHECK(c.database == 0);
+  CHECK(c.user.empty());
+  CHECK(c.password.empty());
+
+  c = parse_url("redis://localhost");
+  CHECK(c.host == "localhost");
+  CHECK(c.port == dlock::redis::default_tcp_port);
+
+  c = parse_url("redis://:s3cret@cache.internal:7001/2");
+  CHECK(c.user.empty());
+  CHECK(c.password == "s3cret");
+  CHECK(c.host == "cache.internal");
+  CHECK(c.port == 7001);
+  CHECK(c.database == 2);
+
+  c = parse_url("redis://alice:p%40ss%3Aword@h/15");
+  CHECK(c.user == "alice");
+  CHECK(c.password == "p@ss:word");
+  CHECK(c.database == 15);
+
+  c = parse_url("redis://bob@h:1");
+  CHECK(c.user == "bob");
+  CHECK(c.password.empty());
+  CHECK(c.port == 1);
+
+  c = parse_url("redis://[::1]:7002");
+  CHECK(c.host == "::1");
+  CHECK(c.port == 7002);
+  CHECK(parse_url("redis://[::1]").port == dlock::redis::default_tcp_port);
+  CHECK(parse_url("redis://h:7/").database == 0);
+  CHECK(parse_url("redis://h:65535").port == 65535);
+}
+
+TEST_CASE("unix:// URLs", "[url]") {
+  auto c = parse_url("unix:///tmp/redis.sock");
+  CHECK(c.kind == config::transport::unix_socket);
+  CHECK(c.path == "/tmp/redis.sock");
+  c = parse_url("unix://:pw@/var/run/r.sock?db=3");
+  CHECK(c.password == "pw");
+  CHECK(c.path == "/var/run/r.sock");
+  CHECK(c.database == 3);
+}
+
+TEST_CASE("malformed URLs name their bad part, and never the password", "[url]") {
+  struct bad {
+    const char* url;
+    const char* names;
+  };
+  for (auto [url, names] : {
+           bad{"127.0.0.1:7000", "no scheme"},
+           bad{"http://h:1", "\"http\""},
+           bad{"rediss://h:1", "TLS"},
+           bad{"redis://", "host is empty"},
+           bad{"redis://:7000", "host is empty"},
+           bad{"redis://h:0", "\"0\""},
+           bad{"redis://h:65536", "\"65536\""},
+           bad{"redis://h:99x", "\"99x\""},
+           bad{"redis://h:", "empty port"},
+           bad{"redis://h:1/x", "\"x\""},
+           bad{"redis://h:1/-1", "\"-1\""},
+           bad{"redis://h:1/0/1", "\"/0/1\""},
+           bad{"redis://h:1?timeout=3", "?timeout=3"},
+           bad{"redis://::1:7000", "more than one ':'"},
+           bad{"redis://[::1:7000", "']'"},
+           bad{"redis://[::1]x", "\"x\""},
+           bad{"redis://ho st:1", "\"ho st\""},
+           bad{"redis://u:p%4@h", "\"%4\""},
+           bad{"redis://u:p%zz@h", "\"%zz\""},
+           bad{"unix://relative/path", "absolute"},
+           bad{"unix:///tmp/s?foo=1", "\"foo\""},
+           bad{"unix:///tmp/s?db=x", "\"x\""},
+       }) {
+    std::error_code ec;
+    std::string why;
+    parse_url(url, ec, &why);
+    INFO(url << " -> " << why);
+    CHECK(ec == dlock::error::invalid_url);
+    CHECK_THAT(why, Catch::Contains(names));
+    CHECK_THROWS_AS(parse_url(url), std::system_error);
+  }
+  std::error_code ec;
+  std::string why;
+  parse_url("redis://admin:hunter2@h:99x", ec, &why);
+  CHECK(ec == dlock::error::invalid_url);
+  CHECK_THAT(why, !Catch::Contains("hunter2"));
+  try {
+    parse_url("redis://admin:hunter2@h:99x");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == dlock::error::invalid_url);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("99x") && !Catch::Contains("hunter2"));
+  }
+}
+
+TEST_CASE("describe() round-trips and hides the password", "[url]") {
+  for (const char* url : {"redis://127.0.0.1:7000", "redis://h:1/4", "redis://[::1]:7002", "unix:///tmp/r.sock",
+                          "unix:///tmp/r.sock?db=2", "redis://alice@h:5"}) {
+    auto c = parse_url(url);
+    auto again = parse_url(c.describe());
+    INFO(url << " -> " << c.describe());
+    CHECK(again.host == c.host);
+    CHECK(again.port == c.port);
+    CHECK(again.database == c.database);
+    CHECK(again.path == c.path);
+    CHECK(again.user == c.user);
+  }
+  auto c = parse_url("redis://alice:hunter2@h:5/1");
+  CHECK(c.describe() == "redis://alice:***@h:5/1");
+}
+
+TEST_CASE("SHA-1 matches the standard vectors and Redis", "[sha1]") {
+  using dlock::redis::sha1_hex;
+  CHECK(sha1_hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+  CHECK(sha1_hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");
+  CHECK(sha1_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+  CHECK(sha1_hex(std::string(1000000, 'a')) == "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
+  // Lengths around the 64-byte block and its 56-byte padding boundary,
+  // against what the server computes for the same text.
+  dlock::test::redis_server server;
+  for (std::size_t n : {1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000}) {
+    std::string text = "return '" + std::string(n, 'x') + "'";
+    INFO("length " << text.size());
+    CHECK(sha1_hex(text) == server.command({"SCRIPT", "LOAD", text}));
+  }
+}
