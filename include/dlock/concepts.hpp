@@ -167,6 +167,18 @@ inline std::string same_slot_key(std::string_view name, std::string_view suffix)
   return key;
 }
 
+/// How a release script remembers its own result for a short while, so that
+/// a release retried after outcome_unknown is answered from memory instead
+/// of acting twice (a reentrant count must never drop by two). The marker
+/// key shares the lock's cluster slot.
+struct release_memory {
+  milliseconds window{10000};
+
+  std::error_code validate() const { return validate_positive(window, error::invalid_interval); }
+  static std::string key(const hold_record& rec) { return same_slot_key(rec.name, "release:" + rec.release_id); }
+  std::string ttl() const { return std::to_string(window.count()); }
+};
+
 /// Runs a script and gives (error, reply) to a coroutine.
 template <class B>
 asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redis::script& s,

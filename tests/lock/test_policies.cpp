@@ -81,6 +81,20 @@ TEST_CASE("the watchdog keeps a lock for more than three leases and stops at rel
   CHECK(renewals.renewals_sent() == sent);  // nothing renews a released lock
 }
 
+TEST_CASE("destroying the lock object stops its renewals and releases", "[watchdog]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  {
+    WatchdogHash lock(redis, "scoped", {}, r::Watchdog{300ms});
+    lock.lock();
+    lock.lock();
+    CHECK(renewals.size() == 1);
+  }
+  CHECK(renewals.size() == 0);
+  CHECK(server.command({"EXISTS", "scoped"}) == "0");
+}
+
 TEST_CASE("one round trip renews many held locks", "[watchdog]") {
   redis_server server;
   dlock::RedisBackend redis(server.url());

@@ -28,12 +28,10 @@ struct ReentrantHash {
   /// The unlock message Redisson's waiters expect.
   static constexpr const char* unlock_message = "0";
 
-  /// How long a release remembers its result for a retry.
-  milliseconds release_retry_window{10000};
+  /// How long a release remembers its result for a retry (10 s).
+  detail::release_memory release_memory;
 
-  std::error_code validate() const {
-    return detail::validate_positive(release_retry_window, error::invalid_interval);
-  }
+  std::error_code validate() const { return release_memory.validate(); }
 
   /// Redisson's channel for a lock's release messages.
   static std::string channel(std::string_view name) {
@@ -127,10 +125,9 @@ return 0
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   detail::hold_record& rec) const {
-    std::vector<std::string> keys{rec.name, channel(rec.name),
-                                  detail::same_slot_key(rec.name, "release:" + rec.release_id)};
+    std::vector<std::string> keys{rec.name, channel(rec.name), detail::release_memory::key(rec)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
-                                  std::to_string(release_retry_window.count())};
+                                  release_memory.ttl()};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
     switch (v.integer) {

@@ -27,12 +27,10 @@ struct Token {
   static constexpr bool needs_lease = true;
   static constexpr bool resolves_unknown = true;
 
-  /// How long a release remembers its result for a retry.
-  milliseconds release_retry_window{10000};
+  /// How long a release remembers its result for a retry (10 s).
+  detail::release_memory release_memory;
 
-  std::error_code validate() const {
-    return detail::validate_positive(release_retry_window, error::invalid_interval);
-  }
+  std::error_code validate() const { return release_memory.validate(); }
 
   std::string make_owner(const std::string&, const std::string&) const {
     return detail::random_hex(16);
@@ -87,8 +85,8 @@ return 0
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   detail::hold_record& rec) const {
-    std::vector<std::string> keys{rec.name, detail::same_slot_key(rec.name, "release:" + rec.release_id)};
-    std::vector<std::string> args{rec.owner, std::to_string(release_retry_window.count())};
+    std::vector<std::string> keys{rec.name, detail::release_memory::key(rec)};
+    std::vector<std::string> args{rec.owner, release_memory.ttl()};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
     co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
