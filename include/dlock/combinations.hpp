@@ -32,13 +32,13 @@ inline constexpr auto waits = hana::tuple_t<wait::TryOnce, wait::Spin, wait::Bac
 namespace detail {
 
 template <class Backend, class OwnershipFilter>
-constexpr auto locks(OwnershipFilter keep_ownership) {
+constexpr auto locks(OwnershipFilter) {
   auto product = hana::cartesian_product(hana::make_tuple(ownerships, renewals, waits));
-  auto valid = hana::filter(product, [keep_ownership](auto combo) {
+  auto valid = hana::filter(product, [](auto combo) {
     using O = typename decltype(+hana::at_c<0>(combo))::type;
     using R = typename decltype(+hana::at_c<1>(combo))::type;
     using W = typename decltype(+hana::at_c<2>(combo))::type;
-    return hana::bool_c<valid_combination<O, R, W> && decltype(keep_ownership(hana::type_c<O>))::value>;
+    return hana::bool_c<valid_combination<O, R, W> && decltype(OwnershipFilter{}(hana::type_c<O>))::value>;
   });
   return hana::transform(valid, [](auto combo) {
     using O = typename decltype(+hana::at_c<0>(combo))::type;

@@ -126,14 +126,15 @@ concept Wait = requires(const W& w) {
 /// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash) | an unchecked extend would keep someone else's lock alive |
 /// | ownership that needs a lease (Token, ReentrantHash, GetSetExpiry) cannot take renewal::None | SET NX PX, the hash's PEXPIRE and the GETSET expiry all carry one |
 /// | pub/sub waiting needs ownership that publishes on release (ReentrantHash) | otherwise no message ever wakes the waiter |
-/// | GetSetExpiry cannot be renewed | its expiry lives in the value, compared against other clients' clocks |
+///
+/// (GetSetExpiry falls under the first rule: it has no owner id, and its
+/// expiry lives in the value, compared against other clients' clocks.)
 template <class O, class R, class W>
 struct rules {
   static constexpr bool watchdog_has_owner = !R::renews || O::owner_checked;
   static constexpr bool lease_present = !O::needs_lease || std::string_view(R::policy_name) != "none";
   static constexpr bool pubsub_has_publisher = !W::needs_publish || O::publishes_on_release;
-  static constexpr bool getset_not_renewed = !R::renews || std::string_view(O::policy_name) != "getset";
-  static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher && getset_not_renewed;
+  static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher;
 };
 
 template <class O, class R, class W>

@@ -69,8 +69,6 @@ class Lock {
                 "this ownership policy needs a lease: use renewal::FixedLease or renewal::Watchdog (only ownership::SetNx works without one)");
   static_assert(rules<OwnershipT, RenewalT, WaitT>::pubsub_has_publisher,
                 "pub/sub waiting needs an ownership policy that publishes on release: use ownership::ReentrantHash, or wait::Spin / wait::Backoff");
-  static_assert(rules<OwnershipT, RenewalT, WaitT>::getset_not_renewed,
-                "ownership::GetSetExpiry keeps its expiry in the value and cannot be renewed: use renewal::FixedLease");
 
  public:
   using backend_type = BackendT;

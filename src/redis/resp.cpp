@@ -67,13 +67,18 @@ parser::result parser::parse(std::string_view data) {
       auto lf = rest.find('\n');
       if (lf != std::string_view::npos && (cr == std::string_view::npos || lf < cr))
         return fail(error::protocol_error);  // a bare LF
-      if (cr == std::string_view::npos || cr + 1 >= rest.size()) {
+      // The limit applies to the line itself, wherever the input was cut.
+      if (cr == std::string_view::npos) {
         if (rest.size() > limits_.max_line_length) return fail(error::protocol_error);
         res.consumed = pos;
         return res;  // need more
       }
-      if (rest[cr + 1] != '\n') return fail(error::protocol_error);
       if (cr > limits_.max_line_length) return fail(error::protocol_error);
+      if (cr + 1 >= rest.size()) {
+        res.consumed = pos;
+        return res;  // the LF is still to come
+      }
+      if (rest[cr + 1] != '\n') return fail(error::protocol_error);
       if (cr == 0) return fail(error::protocol_error);
       char type = rest[0];
       std::string_view body = rest.substr(1, cr - 1);

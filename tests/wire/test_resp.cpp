@@ -187,6 +187,22 @@ TEST_CASE("the limits hold, before any allocation", "[resp]") {
   CHECK(feed("$9223372036854775807\r\n", 100).ec == dlock::error::reply_too_large);
 }
 
+TEST_CASE("a line exactly at the limit passes however the input is cut", "[resp]") {
+  // Found by the fuzzer: when a piece ended right after the CR, the whole
+  // piece (CR included) was measured against the limit.
+  parser_limits small;
+  small.max_line_length = 8;
+  const std::string line = "+1234567\r\n";  // 8 bytes before the CR
+  for (std::size_t chunk = 1; chunk <= line.size(); ++chunk) {
+    INFO("pieces of " << chunk);
+    auto o = feed(line, chunk, small);
+    CHECK(!o.ec);
+    REQUIRE(o.replies.size() == 1);
+    CHECK(o.replies[0] == simple("1234567"));
+  }
+  CHECK(feed("+12345678\r\n", 9, small).ec == dlock::error::protocol_error);
+}
+
 TEST_CASE("an error sticks until reset", "[resp]") {
   parser p;
   auto bad = p.parse("?\r\n");
