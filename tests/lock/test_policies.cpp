@@ -12,6 +12,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/dlock.hpp>
+#include <support/polling.hpp>
 #include <support/redis_server.hpp>
 
 #include "lock_support.hpp"
@@ -32,16 +33,6 @@ using SpinHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog,
 namespace {
 
 long long pttl(redis_server& s, const std::string& key) { return std::stoll(s.command({"PTTL", key})); }
-
-template <class Pred>
-bool eventually(Pred p, std::chrono::milliseconds limit = 5s) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (p()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return p();
-}
 
 // Runs a script that spins inside the server for `ms` milliseconds: every
 // other client's command waits behind it, as behind a slow network.
@@ -124,7 +115,7 @@ TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[wat
   std::atomic<bool> told{false};
   hold.on_lost([&] { told = true; });
   server.command({"DEL", "fragile"});
-  CHECK(eventually([&] { return hold.lost(); }, 2s));
+  CHECK(dlock::test::wait_until([&] { return hold.lost(); }, 2s));
   CHECK(told);
   CHECK(hold.remaining_lease() == 0ms);
   std::error_code ec;
@@ -139,7 +130,7 @@ TEST_CASE("a watchdog never extends someone else's lock", "[watchdog]") {
   auto hold = lock.acquire();
   // Someone else's value, with a short expiry of its own.
   server.command({"SET", "swapped", "not-our-token", "PX", "5000"});
-  CHECK(eventually([&] { return hold.lost(); }, 2s));
+  CHECK(dlock::test::wait_until([&] { return hold.lost(); }, 2s));
   CHECK(pttl(server, "swapped") <= 5000);
   CHECK(server.command({"GET", "swapped"}) == "not-our-token");
 }
@@ -249,7 +240,7 @@ TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
   for (auto& f : waiters) REQUIRE(f.wait_for(60s) == std::future_status::ready);
   CHECK(done == 6);
   CHECK(max_inside == 1);
-  CHECK(eventually([&] { return redis.subscriber().channel_count() == 0; }));
+  CHECK(dlock::test::wait_until([&] { return redis.subscriber().channel_count() == 0; }));
 }
 
 TEST_CASE("cancelling a waiting async_acquire leaves nothing held and nothing renewing", "[cancel]") {
@@ -275,7 +266,7 @@ TEST_CASE("cancelling a waiting async_acquire leaves nothing held and nothing re
   CHECK(f.get() == asio::error::operation_aborted);
   CHECK(lock.held_by("waiter") == 0);
   CHECK(renewals.size() == 1);
-  CHECK(eventually([&] { return redis.subscriber().channel_count() == 0; }));
+  CHECK(dlock::test::wait_until([&] { return redis.subscriber().channel_count() == 0; }));
   hold.release();
   std::this_thread::sleep_for(100ms);
   CHECK(server.command({"EXISTS", "busy"}) == "0");  // the cancelled waiter did not take it
