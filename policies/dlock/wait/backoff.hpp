@@ -42,12 +42,14 @@ struct Backoff {
   struct waiter {
     milliseconds base, cap;
     int tries = 0;
-    std::minstd_rand rng{std::random_device{}()};
 
     waiter(const Backoff& p, B&, const std::string&) : base(p.base), cap(p.cap) {}
     asio::awaitable<error_code> prepare() { co_return error_code{}; }
     asio::awaitable<error_code> wait(std::optional<milliseconds>, detail::steady::time_point deadline) {
       auto limit = bound(base, cap, tries++);
+      // Seeded once per thread: jitter needs no fresh entropy, and reading
+      // the OS's on every acquire would cost syscalls on the uncontended path.
+      thread_local std::minstd_rand rng{std::random_device{}()};
       std::uniform_int_distribution<long long> pick(0, limit.count());
       auto pause = milliseconds(pick(rng));
       co_return co_await detail::sleep_until(std::min(deadline, detail::steady::now() + pause));
