@@ -191,11 +191,7 @@ redis_server::redis_server(redis_server&& other) noexcept
 }
 
 redis_server::~redis_server() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGCONT);
-    ::kill(pid_, SIGKILL);
-    reap(pid_);
-  }
+  end_with(SIGKILL);
   if (!dir_.empty()) {
     std::error_code ec;
     fs::remove_all(dir_, ec);
@@ -238,21 +234,16 @@ void redis_server::wait_ready(std::chrono::milliseconds limit) {
   throw std::runtime_error("redis-server did not answer PING");
 }
 
-void redis_server::kill() {
+void redis_server::end_with(int signal) {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGCONT);
-  ::kill(pid_, SIGKILL);
+  ::kill(pid_, SIGCONT);  // a paused server must run to die
+  ::kill(pid_, signal);
   reap(pid_);
   pid_ = -1;
 }
 
-void redis_server::stop() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGCONT);
-  ::kill(pid_, SIGTERM);
-  reap(pid_);
-  pid_ = -1;
-}
+void redis_server::kill() { end_with(SIGKILL); }
+void redis_server::stop() { end_with(SIGTERM); }
 
 void redis_server::start() {
   if (pid_ > 0) return;

@@ -62,6 +62,7 @@ class redis_server {
  private:
   void spawn();
   void wait_ready(std::chrono::milliseconds limit);
+  void end_with(int signal);
 
   server_options opts_;
   std::uint16_t port_ = 0;
