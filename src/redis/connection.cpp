@@ -108,7 +108,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   // Runs on the strand.
-  void add(std::shared_ptr<exec_op> op, asio::cancellation_slot slot) {
+  void add(std::shared_ptr<exec_op> op) {
+    if (op->state == exec_op::stage::done) return;  // cancelled on its way here
     if (stopping_) {
       op->state = exec_op::stage::done;
       op->complete(error::shutting_down, {});
@@ -125,25 +126,21 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       return;
     }
     op->deadline = clock::now() + cfg_.command_timeout;
-    if (slot.is_connected()) {
-      std::weak_ptr<exec_op> weak_op = op;
-      std::weak_ptr<connection_impl> weak_self = weak_from_this();
-      slot.assign([weak_op, weak_self](asio::cancellation_type) {
-        auto self = weak_self.lock();
-        if (!self) return;
-        asio::dispatch(self->strand_, [weak_op, self] {
-          auto op = weak_op.lock();
-          if (!op || op->state != exec_op::stage::queued) return;
-          op->state = exec_op::stage::done;
-          std::erase(self->queue_, op);
-          op->complete(asio::error::operation_aborted, {});
-        });
-      });
-    }
     queue_.push_back(std::move(op));
     if (connected_) write_signal_.cancel();
     // No need to wake the expiry loop: it is never set later than now plus
     // one command timeout, which is this request's deadline at the earliest.
+  }
+
+  // Runs on the strand: a cancelled request is taken back unless the writer
+  // took it already (then it cannot be, and completes as usual). One that
+  // has not reached add() yet is marked done, and add() drops it.
+  void take_back(const std::weak_ptr<exec_op>& weak_op) {
+    auto op = weak_op.lock();
+    if (!op || op->state != exec_op::stage::queued) return;
+    op->state = exec_op::stage::done;
+    std::erase(queue_, op);
+    op->complete(asio::error::operation_aborted, {});
   }
 
   void wait_connected(std::function<void(error_code)> handler) {
@@ -431,7 +428,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         auto op = std::make_shared<silent_op>();
         op->expected = 1;
         op->payload = ping.payload();
-        add(std::move(op), {});
+        add(std::move(op));
       }
     }
   }
@@ -532,11 +529,16 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::atomic<std::size_t> connects_{0}, writes_{0}, commands_written_{0};
 };
 
-void enqueue(const std::shared_ptr<connection_impl>& impl, std::shared_ptr<exec_op> op,
-             asio::cancellation_slot slot) {
-  asio::dispatch(impl->executor(), [impl, op = std::move(op), slot]() mutable {
-    impl->add(std::move(op), slot);
-  });
+void enqueue(const std::shared_ptr<connection_impl>& impl, std::shared_ptr<exec_op> op) {
+  asio::dispatch(impl->executor(), [impl, op = std::move(op)]() mutable { impl->add(std::move(op)); });
+}
+
+void cancel(const std::weak_ptr<connection_impl>& impl, const std::weak_ptr<exec_op>& op) {
+  auto self = impl.lock();
+  if (!self) return;
+  // Post, never dispatch: the emitter may be anywhere, even inside one of
+  // our own completions.
+  asio::post(self->executor(), [self, op] { self->take_back(op); });
 }
 
 asio::any_io_executor impl_executor(const connection_impl& impl) noexcept {

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <thread>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
@@ -304,4 +306,29 @@ TEST_CASE("a backend shut down with requests queued fails them with shutting_dow
   auto f = result.get_future();
   REQUIRE(f.wait_for(5s) == std::future_status::ready);
   CHECK(f.get() == dlock::error::shutting_down);
+}
+
+TEST_CASE("a request cancelled as soon as it is issued is removed", "[connection][cancel]") {
+  // The cancellation handler is installed when the request is issued, in
+  // the caller's context (here a thread of its own): a cancellation emitted
+  // before the connection's strand has even seen the request is not lost.
+  redis_server server;
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.command_timeout = 5s;
+  server.stop();  // the request waits for a connect that never comes
+  dlock::test::io_thread io, caller;
+  auto result = std::make_shared<std::promise<dlock::redis::error_code>>();
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  dlock::RedisBackend redis(io.ctx.get_executor(), cfg);
+  asio::post(caller.ctx, [&redis, &caller, result, cancel] {
+    redis.async_exec(request().push("PING"),
+                     asio::bind_cancellation_slot(
+                         cancel->slot(), asio::bind_executor(caller.ctx, [result](dlock::redis::error_code ec, auto) {
+                           result->set_value(ec);
+                         })));
+    cancel->emit(asio::cancellation_type::terminal);
+  });
+  auto f = result->get_future();
+  REQUIRE(f.wait_for(3s) == std::future_status::ready);
+  CHECK(f.get() == asio::error::operation_aborted);
 }

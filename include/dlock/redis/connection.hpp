@@ -59,12 +59,14 @@ class exec_op_with : public exec_op {
   Handler& handler() noexcept { return handler_; }
 
   void complete(error_code ec, response r) override {
-    auto slot = asio::get_associated_cancellation_slot(handler_);
-    if (slot.is_connected()) slot.clear();
     auto ex = work_.get_executor();
     // Post, never dispatch: the handler may start the next command at once,
     // and must not re-enter the connection while it walks its queues.
+    // The cancellation slot belongs to the caller's context, where it may be
+    // emitted at any time: clear it there, not on the connection's strand.
     asio::post(ex, [h = std::move(handler_), ec, r = std::move(r)]() mutable {
+      auto slot = asio::get_associated_cancellation_slot(h);
+      if (slot.is_connected()) slot.clear();
       std::move(h)(ec, std::move(r));
     });
     work_.reset();
@@ -75,8 +77,9 @@ class exec_op_with : public exec_op {
   asio::executor_work_guard<asio::associated_executor_t<Handler, IoExecutor>> work_;
 };
 
-void enqueue(const std::shared_ptr<connection_impl>& impl, std::shared_ptr<exec_op> op,
-             asio::cancellation_slot slot);
+void enqueue(const std::shared_ptr<connection_impl>& impl, std::shared_ptr<exec_op> op);
+// A cancellation: on the strand, takes `op` back if it is still queued.
+void cancel(const std::weak_ptr<connection_impl>& impl, const std::weak_ptr<exec_op>& op);
 asio::any_io_executor impl_executor(const connection_impl& impl) noexcept;
 
 }  // namespace detail
@@ -140,7 +143,15 @@ class connection {
               std::move(handler), detail::impl_executor(*impl));
           op->expected = r.size();
           op->payload = r.payload();
-          detail::enqueue(impl, std::move(op), slot);
+          // Installed here, in the caller's context, as Asio requires (and
+          // so before the request reaches the strand: no emit is lost).
+          if (slot.is_connected()) {
+            slot.assign([weak_impl = std::weak_ptr<detail::connection_impl>(impl),
+                         weak_op = std::weak_ptr<detail::exec_op>(op)](asio::cancellation_type) {
+              detail::cancel(weak_impl, weak_op);
+            });
+          }
+          detail::enqueue(impl, std::move(op));
         },
         token, std::move(req));
   }
