@@ -389,6 +389,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       }
       batch.clear();
       std::size_t commands = 0;
+      auto now = clock::now();
       while (!queue_.empty()) {
         auto op = std::move(queue_.front());
         queue_.pop_front();
@@ -396,6 +397,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         // From here on the request may reach the server: a failure is
         // outcome_unknown, never "not sent".
         op->state = exec_op::stage::written;
+        op->written_at = now;
         batch += op->payload;
         commands += op->expected;
         inflight_.push_back(std::move(op));
@@ -405,22 +407,26 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (ec) co_return;
       ++writes_;
       commands_written_ += commands;
-      last_write_ = clock::now();
     }
   }
 
-  // Every interval: if a reply is overdue and nothing arrived during a whole
-  // interval, the connection is dead (a paused server, a half-open socket);
-  // if idle, send a PING so that such a connection is noticed.
+  // Every interval: the connection is dead (a paused server, a half-open
+  // socket) when the oldest unanswered request was written longer ago than
+  // any reply may take (the command timeout, or one interval if that is
+  // longer) and not one byte arrived during the last interval. A slow
+  // command (a 2 s BLPOP, another client's long script) is not a dead
+  // connection, and new writes do not hide an old silence. When idle,
+  // send a PING so that such a connection is noticed.
   awaitable<void> health_loop() {
     asio::steady_timer timer(strand_);
+    const auto patience = std::max(cfg_.command_timeout, cfg_.health_check_interval);
     std::size_t seen = bytes_read_;
     for (;;) {
       timer.expires_after(cfg_.health_check_interval);
       auto [ec] = co_await timer.async_wait(use_tuple);
       if (ec || stopping_) co_return;
-      bool waiting = !inflight_.empty() && clock::now() - last_write_ >= cfg_.health_check_interval;
-      if (waiting && bytes_read_ == seen) co_return;  // silent for a whole interval
+      bool overdue = !inflight_.empty() && clock::now() - inflight_.front()->written_at >= patience;
+      if (overdue && bytes_read_ == seen) co_return;  // silent for a whole interval
       seen = bytes_read_;
       if (inflight_.empty() && queue_.empty()) {
         request ping;
@@ -525,7 +531,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool connected_ = false;
   error_code last_connect_error_;
   std::size_t bytes_read_ = 0;
-  clock::time_point last_write_{};
   std::atomic<std::size_t> connects_{0}, writes_{0}, commands_written_{0};
 };
 

@@ -332,3 +332,73 @@ TEST_CASE("a request cancelled as soon as it is issued is removed", "[connection
   REQUIRE(f.wait_for(3s) == std::future_status::ready);
   CHECK(f.get() == asio::error::operation_aborted);
 }
+
+TEST_CASE("commands the server holds for 2 s keep the connection", "[connection][health]") {
+  dlock::test::server_options opts;
+  opts.extra_args = {"--enable-debug-command", "local"};
+  redis_server server(opts);
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.command_timeout = 5s;
+  REQUIRE(cfg.health_check_interval == 1s);  // the default
+  dlock::RedisBackend redis(cfg);
+
+  // Our own blocking command: no byte arrives for 2 s.
+  std::error_code ec;
+  auto v = redis.command(request().push("BLPOP", "nothing", "2"), ec);
+  CHECK(!ec);
+  CHECK(v.is_null());
+
+  // Another client stalls the whole server for 2 s while our PING waits.
+  std::thread staller([&server] {
+    try {
+      server.command({"DEBUG", "SLEEP", "2"});
+    } catch (...) {
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  auto started = std::chrono::steady_clock::now();
+  v = redis.command(request().push("PING"), ec);
+  auto waited = std::chrono::steady_clock::now() - started;
+  staller.join();
+  CHECK(!ec);
+  CHECK(v.str == "PONG");
+  CHECK(waited >= 1200ms);  // the stall really happened
+  CHECK(redis.connection().statistics().connects == 1);
+}
+
+TEST_CASE("a paused server is noticed under steady traffic", "[connection][health]") {
+  redis_server server;
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.command_timeout = 500ms;
+  cfg.health_check_interval = 200ms;
+  std::atomic<int> unknown{0}, never_written{0}, other{0}, done{0};
+  dlock::RedisBackend redis(cfg);
+  CHECK(redis.command(request().push("PING")).str == "PONG");
+  server.pause();
+  // A request every 50 ms: writes never stop, but replies do. The health
+  // check must close the connection, and the requests after that are never
+  // written (command_timeout, or connect_timeout once the reconnect to the
+  // paused server timed out), not outcome_unknown.
+  constexpr int sent = 50;
+  for (int i = 0; i < sent; ++i) {
+    redis.async_exec(request().push("SET", "k" + std::to_string(i), "v"),
+                     [&](dlock::redis::error_code ec, dlock::redis::response) {
+                       if (ec == dlock::error::outcome_unknown) ++unknown;
+                       else if (ec == dlock::error::command_timeout || ec == dlock::error::connect_timeout)
+                         ++never_written;
+                       else ++other;
+                       ++done;
+                     });
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(dlock::test::wait_until([&] { return done == sent; }));
+  CHECK(unknown > 0);  // those written before the pause was noticed
+  CHECK(never_written > 0);
+  CHECK(other == 0);
+  server.resume();
+  CHECK(dlock::test::wait_until([&] {
+    std::error_code e;
+    return redis.command(request().push("PING"), e).str == "PONG";
+  }));
+  CHECK(redis.connection().statistics().connects >= 2);
+}

@@ -34,9 +34,12 @@ struct config {
   /// written by then fails with command_timeout (it did not run); one written
   /// but not answered fails with outcome_unknown.
   std::chrono::milliseconds command_timeout{5000};
-  /// A PING is sent this often when the connection is idle; a PING left
-  /// unanswered for one interval closes the connection (and so fails
-  /// in-flight commands with outcome_unknown) and starts a reconnect.
+  /// A PING is sent this often when the connection is idle. The connection
+  /// is taken for dead, closed (failing in-flight commands with
+  /// outcome_unknown) and reconnected when its oldest unanswered command was
+  /// written longer ago than command_timeout (or one interval, if longer)
+  /// and not one byte arrived during the last interval: a slow command does
+  /// not close it, a silent server does.
   std::chrono::milliseconds health_check_interval{1000};
   /// Reconnect backoff: the first wait, doubled per failure up to the cap.
   std::chrono::milliseconds reconnect_wait{50};

@@ -42,6 +42,7 @@ struct exec_op {
   response replies;
   stage state = stage::queued;
   std::chrono::steady_clock::time_point deadline{};
+  std::chrono::steady_clock::time_point written_at{};  // when the writer took it
 
   virtual ~exec_op() = default;
   virtual void complete(error_code ec, response r) = 0;
