@@ -208,6 +208,15 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     notify_connect_waiters(error::shutting_down);
   }
 
+  // Each loop of a connection marks it dead as soon as it ends (return,
+  // error, or the exception of a cancelled co_await), before the others
+  // resume: from then on nothing is written on it, and requests that arrive
+  // stay queued for the next one.
+  struct end_of_connection {
+    connection_impl& self;
+    ~end_of_connection() { self.connected_ = false; }
+  };
+
   // Connects and runs AUTH / SELECT / CLIENT SETNAME within connect_timeout.
   awaitable<error_code> connect_and_handshake() {
     error_code ignored;
@@ -341,6 +350,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   awaitable<void> read_loop() {
+    end_of_connection guard{*this};
     std::vector<char> chunk(64 * 1024);
     for (;;) {
       // Replies left over from the handshake's read come first.
@@ -379,15 +389,20 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   awaitable<void> write_loop() {
+    end_of_connection guard{*this};
     std::string batch;
+    std::size_t taken = 0;  // ops of `batch`: the last ones in inflight_
     for (;;) {
+      // Once another loop ended, this connection takes no more requests
+      // (and a co_await here would throw: the group cancelled us).
+      if (stopping_ || !connected_) co_return;
       if (queue_.empty()) {
         write_signal_.expires_at(clock::time_point::max());
         co_await write_signal_.async_wait(use_tuple);
-        if (stopping_) co_return;
         continue;
       }
       batch.clear();
+      taken = 0;
       std::size_t commands = 0;
       auto now = clock::now();
       while (!queue_.empty()) {
@@ -401,12 +416,29 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         batch += op->payload;
         commands += op->expected;
         inflight_.push_back(std::move(op));
+        ++taken;
       }
       if (batch.empty()) continue;
       auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(batch), use_tuple);
-      if (ec) co_return;
+      if (ec) {
+        // Not one byte left: none of the batch reached the server, so it is
+        // queued again (in order, at the front) for the next connection.
+        if (n == 0) requeue_last(taken);
+        co_return;
+      }
       ++writes_;
       commands_written_ += commands;
+    }
+  }
+
+  // Moves the last `count` written requests back to the front of the queue.
+  void requeue_last(std::size_t count) {
+    for (; count > 0 && !inflight_.empty(); --count) {
+      auto op = std::move(inflight_.back());
+      inflight_.pop_back();
+      if (op->state != exec_op::stage::written) continue;  // timed out meanwhile
+      op->state = exec_op::stage::queued;
+      queue_.push_front(std::move(op));
     }
   }
 
@@ -418,13 +450,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // connection, and new writes do not hide an old silence. When idle,
   // send a PING so that such a connection is noticed.
   awaitable<void> health_loop() {
+    end_of_connection guard{*this};
     asio::steady_timer timer(strand_);
     const auto patience = std::max(cfg_.command_timeout, cfg_.health_check_interval);
     std::size_t seen = bytes_read_;
     for (;;) {
       timer.expires_after(cfg_.health_check_interval);
       auto [ec] = co_await timer.async_wait(use_tuple);
-      if (ec || stopping_) co_return;
+      if (ec || stopping_ || !connected_) co_return;
       bool overdue = !inflight_.empty() && clock::now() - inflight_.front()->written_at >= patience;
       if (overdue && bytes_read_ == seen) co_return;  // silent for a whole interval
       seen = bytes_read_;

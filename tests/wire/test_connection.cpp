@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
@@ -401,4 +402,36 @@ TEST_CASE("a paused server is noticed under steady traffic", "[connection][healt
     return redis.command(request().push("PING"), e).str == "PONG";
   }));
   CHECK(redis.connection().statistics().connects >= 2);
+}
+
+TEST_CASE("a request issued as the connection drops is sent on the next one", "[connection][reconnect]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  auto& conn = redis.connection();
+  CHECK(redis.command(request().push("PING")).str == "PONG");
+  // On the connection's strand the socket closes, and `hops` strand turns
+  // later a request is issued: before or after the reader has seen the
+  // close, before or after the writer was cancelled. It was never written,
+  // so it must wait for the next connection, not fail as outcome_unknown.
+  for (int hops = 0; hops < 6; ++hops) {
+    INFO("issued " << hops << " strand turns after the drop");
+    auto result = std::make_shared<std::promise<dlock::redis::error_code>>();
+    std::function<void(int)> issue = [&](int left) {
+      if (left > 0) {
+        asio::post(conn.get_executor(), [&issue, left] { issue(left - 1); });
+        return;
+      }
+      redis.async_exec(request().push("INCR", "sent"),
+                       [result](dlock::redis::error_code ec, auto) { result->set_value(ec); });
+    };
+    asio::post(conn.get_executor(), [&conn, &issue, hops] {
+      conn.drop_connection();
+      issue(hops);
+    });
+    auto f = result->get_future();
+    REQUIRE(f.wait_for(5s) == std::future_status::ready);
+    CHECK(f.get() == dlock::redis::error_code{});
+    CHECK(server.command({"GET", "sent"}) == std::to_string(hops + 1));
+  }
+  CHECK(conn.statistics().connects == 7);
 }
