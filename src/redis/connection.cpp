@@ -225,23 +225,29 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     read_buffer_.clear();
 
     // A watchdog closes the socket when the connect timeout passes; the
-    // pending operation then fails and we report connect_timeout.
-    bool timed_out = false;
+    // pending (or next) operation then fails and we report connect_timeout.
+    // Its handler may run after this frame is gone (the timer fired just as
+    // the handshake ended), so it shares its state by value, and `finished`
+    // keeps it away from the socket of a later connection.
+    struct watch_state {
+      bool finished = false;
+      bool timed_out = false;
+    };
+    auto state = std::make_shared<watch_state>();
     asio::steady_timer watchdog(strand_);
     watchdog.expires_after(cfg_.connect_timeout);
-    watchdog.async_wait([this, &timed_out](error_code ec) {
-      if (ec) return;
-      timed_out = true;
+    watchdog.async_wait([self = shared_from_this(), state](error_code ec) {
+      if (ec || state->finished) return;
+      state->timed_out = true;
       error_code ignored2;
-      socket_.cancel(ignored2);
-      resolver_.cancel();
+      self->socket_.close(ignored2);
+      self->resolver_.cancel();
     });
     error_code ec = co_await connect_socket();
     if (!ec) ec = co_await handshake();
+    state->finished = true;
     watchdog.cancel();
-    // Let the watchdog's handler run before `timed_out` goes out of scope.
-    co_await asio::post(strand_, asio::use_awaitable);
-    if (ec && timed_out) ec = error::connect_timeout;
+    if (state->timed_out) ec = error::connect_timeout;  // the socket is closed
     if (ec) socket_.close(ignored);
     co_return ec;
   }
