@@ -2,6 +2,8 @@
 // naming scripts.
 #include <dlock/redis/config.hpp>
 
+#include <sys/un.h>
+
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -19,19 +21,43 @@ struct url_error {
   std::string why;
 };
 
-// The URL with any password replaced, for messages.
-std::string masked(std::string_view url) {
-  auto scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) return std::string(url);
-  auto authority_start = scheme_end + 3;
-  auto at = url.find('@', authority_start);
-  auto slash = url.find('/', authority_start);
-  if (at == std::string_view::npos || (slash != std::string_view::npos && slash < at)) return std::string(url);
-  auto colon = url.find(':', authority_start);
-  if (colon == std::string_view::npos || colon > at) return std::string(url);
-  return std::string(url.substr(0, colon + 1)) + "***" + std::string(url.substr(at));
+constexpr auto npos = std::string_view::npos;
+
+// The longest unix socket path: sockaddr_un holds it and its NUL.
+constexpr std::size_t max_unix_path = sizeof(sockaddr_un{}.sun_path) - 1;
+
+// Where the user info of `rest` (a URL after its "scheme://") ends: the
+// index of its '@', or npos when it has none. In a redis:// URL it ends at
+// the last '@' (host, port and database hold none), so a password with an
+// unencoded '/', '?', '#' or '@' is still taken whole, never as a path. A
+// unix:// path may hold '@', so there the user info is only what comes
+// before the first "@/", when the URL does not start with the path.
+std::size_t userinfo_end(std::string_view scheme, std::string_view rest) {
+  if (scheme == "unix") {
+    if (rest.empty() || rest.front() == '/') return npos;
+    return rest.find("@/");
+  }
+  return rest.rfind('@');
 }
 
+// The URL for messages, with its user info (user name and password)
+// replaced by "***"; also whatever might be user info that the parser did
+// not take as such, so that no error ever shows a password.
+std::string masked(std::string_view url) {
+  auto sep = url.find("://");
+  auto scheme = sep == npos ? std::string_view() : url.substr(0, sep);
+  auto start = sep == npos ? 0 : sep + 3;
+  auto rest = url.substr(start);
+  auto at = userinfo_end(scheme, rest);
+  if (at == npos) {
+    if (scheme == "unix" && !rest.empty() && rest.front() == '/') return std::string(url);
+    at = rest.rfind('@');
+    if (at == npos) return std::string(url);
+  }
+  return std::string(url.substr(0, start)) + "***" + std::string(rest.substr(at));
+}
+
+// Decodes the user name or the password. Its messages never quote the text.
 std::string percent_decode(std::string_view text, const char* part) {
   std::string out;
   out.reserve(text.size());
@@ -40,12 +66,13 @@ std::string percent_decode(std::string_view text, const char* part) {
       out.push_back(text[i]);
       continue;
     }
-    if (i + 2 >= text.size())
-      throw url_error{"bad percent escape \"" + std::string(text.substr(i)) + "\" in the " + part};
     unsigned v = 0;
-    auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, v, 16);
-    if (ec != std::errc() || end != text.data() + i + 3)
-      throw url_error{std::string("bad percent escape \"") + std::string(text.substr(i, 3)) + "\" in the " + part};
+    bool ok = i + 2 < text.size();
+    if (ok) {
+      auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, v, 16);
+      ok = ec == std::errc() && end == text.data() + i + 3;
+    }
+    if (!ok) throw url_error{std::string("bad percent escape in the ") + part + " (a '%' is written %25)"};
     out.push_back(static_cast<char>(v));
     i += 2;
   }
@@ -60,19 +87,11 @@ int parse_db(std::string_view text) {
   return db;
 }
 
-// user[:password]@ at the front of `authority`, if any; returns the rest.
-std::string_view take_credentials(std::string_view authority, config& cfg) {
-  auto at = authority.rfind('@');
-  if (at == std::string_view::npos) return authority;
-  auto cred = authority.substr(0, at);
+// `cred` is the user info without its '@': user[:password].
+void take_credentials(std::string_view cred, config& cfg) {
   auto colon = cred.find(':');
-  if (colon == std::string_view::npos) {
-    cfg.user = percent_decode(cred, "user name");
-  } else {
-    cfg.user = percent_decode(cred.substr(0, colon), "user name");
-    cfg.password = percent_decode(cred.substr(colon + 1), "password");
-  }
-  return authority.substr(at + 1);
+  cfg.user = percent_decode(cred.substr(0, colon), "user name");
+  if (colon != npos) cfg.password = percent_decode(cred.substr(colon + 1), "password");
 }
 
 bool valid_host_char(char c) {
@@ -80,14 +99,18 @@ bool valid_host_char(char c) {
          c == '.' || c == '_';
 }
 
+// Past the user info, every message may quote what it rejects.
 void parse_tcp(std::string_view rest, config& cfg) {
   cfg.kind = config::transport::tcp;
+  if (auto at = userinfo_end("redis", rest); at != npos) {
+    take_credentials(rest.substr(0, at), cfg);
+    rest = rest.substr(at + 1);
+  }
   if (auto q = rest.find_first_of("?#"); q != std::string_view::npos)
     throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
   auto slash = rest.find('/');
-  auto authority = rest.substr(0, slash);
+  auto hostport = rest.substr(0, slash);
   auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-  auto hostport = take_credentials(authority, cfg);
 
   std::string_view host, port;
   if (!hostport.empty() && hostport[0] == '[') {
@@ -134,15 +157,16 @@ void parse_tcp(std::string_view rest, config& cfg) {
 
 void parse_unix(std::string_view rest, config& cfg) {
   cfg.kind = config::transport::unix_socket;
-  auto slash = rest.find('/');
-  if (slash == std::string_view::npos) throw url_error{"the socket path must be absolute (unix:///path)"};
-  auto authority = rest.substr(0, slash);
-  if (!authority.empty()) {
-    if (authority.back() != '@')
-      throw url_error{"the socket path must be absolute (unix:///path), not \"" + std::string(rest) + "\""};
-    take_credentials(authority, cfg);
+  if (auto at = userinfo_end("unix", rest); at != npos) {
+    take_credentials(rest.substr(0, at), cfg);
+    rest = rest.substr(at + 1);
   }
-  auto path = rest.substr(slash);
+  if (rest.empty() || rest.front() != '/') {
+    if (rest.find('@') != npos)  // perhaps user info: not quoted
+      throw url_error{"the socket path must be absolute (unix://[user[:password]@]/path)"};
+    throw url_error{"the socket path must be absolute (unix:///path), not \"" + std::string(rest) + "\""};
+  }
+  auto path = rest;
   auto q = path.find('?');
   if (q != std::string_view::npos) {
     auto query = path.substr(q + 1);
@@ -152,6 +176,9 @@ void parse_unix(std::string_view rest, config& cfg) {
     cfg.database = parse_db(query.substr(3));
   }
   if (path.size() < 2) throw url_error{"the socket path is empty"};
+  if (path.size() > max_unix_path)
+    throw url_error{"the socket path \"" + std::string(path) + "\" is " + std::to_string(path.size()) +
+                    " bytes long; at most " + std::to_string(max_unix_path) + " fit in a unix socket address"};
   cfg.path = std::string(path);
 }
 

@@ -2,6 +2,11 @@
 // sentence), describe(), and SHA-1 against known vectors and a real server.
 #include <catch2/catch.hpp>
 
+#include <sys/un.h>
+
+#include <string>
+#include <vector>
+
 #include <dlock/error.hpp>
 #include <dlock/redis/config.hpp>
 #include <support/redis_server.hpp>
@@ -80,8 +85,9 @@ TEST_CASE("malformed URLs name their bad part, and never the password", "[url]")
            bad{"redis://[::1:7000", "']'"},
            bad{"redis://[::1]x", "\"x\""},
            bad{"redis://ho st:1", "\"ho st\""},
-           bad{"redis://u:p%4@h", "\"%4\""},
-           bad{"redis://u:p%zz@h", "\"%zz\""},
+           bad{"redis://u:p%4@h", "percent escape in the password"},
+           bad{"redis://u:p%zz@h", "percent escape in the password"},
+           bad{"redis://u%zz:p@h", "percent escape in the user name"},
            bad{"unix://relative/path", "absolute"},
            bad{"unix:///tmp/s?foo=1", "\"foo\""},
            bad{"unix:///tmp/s?db=x", "\"x\""},
@@ -105,6 +111,74 @@ TEST_CASE("malformed URLs name their bad part, and never the password", "[url]")
     CHECK(e.code() == dlock::error::invalid_url);
     CHECK_THAT(std::string(e.what()), Catch::Contains("99x") && !Catch::Contains("hunter2"));
   }
+}
+
+TEST_CASE("no error message shows any part of the user info", "[url]") {
+  // Passwords with '/', '?', '#' or '@' should be percent-encoded, but
+  // unencoded ones are still never echoed, whatever else is wrong.
+  struct bad {
+    std::string url;
+    std::vector<std::string> secret;
+  };
+  for (const auto& [url, secret] : {
+           bad{"redis://admin:hun/ter2@h:99x", {"hun", "ter2", "admin"}},
+           bad{"redis://admin:hun/ter2@h:1/x", {"hun", "ter2", "admin"}},
+           bad{"redis://admin:hun/ter2@", {"hun", "ter2", "admin"}},
+           bad{"redis://admin:hu?nt=er2@h:0", {"hu", "nt=er2", "admin"}},
+           bad{"redis://admin:hu#nter2@h:0", {"hu", "nter2", "admin"}},
+           bad{"redis://admin:p@ss/w0rd@h:0", {"p@ss", "w0rd", "admin"}},
+           bad{"redis://admin:sec%zzret@h", {"sec", "zzret", "admin"}},
+           bad{"redis://admin:secret%4@h", {"secret", "admin"}},
+           bad{"redis://admin:secret@ho st", {"secret", "admin"}},
+           bad{"unix://admin:se/cret@/tmp/s?db=x", {"se/cret", "cret", "admin"}},
+           bad{"unix://admin:secret@tmp/s", {"secret", "admin"}},
+           bad{"unix://admin:se/cret@tmp/s", {"se/", "cret", "admin"}},
+           bad{"rediss://admin:secret@h:1", {"secret", "admin"}},
+           bad{"http://admin:hun/ter2@h:1", {"hun", "ter2", "admin"}},
+       }) {
+    std::error_code ec;
+    std::string why;
+    parse_url(url, ec, &why);
+    INFO(url << " -> " << why);
+    CHECK(ec == dlock::error::invalid_url);
+    for (const auto& s : secret) CHECK_THAT(why, !Catch::Contains(s));
+    try {
+      parse_url(url);
+      FAIL("accepted");
+    } catch (const std::system_error& e) {
+      for (const auto& s : secret) CHECK_THAT(std::string(e.what()), !Catch::Contains(s));
+    }
+  }
+  // The user info ends at the last '@': a '/' in the password is taken as
+  // part of it, not as the start of a path.
+  auto c = parse_url("redis://admin:hun/ter2@h:1/3");
+  CHECK(c.user == "admin");
+  CHECK(c.password == "hun/ter2");
+  CHECK(c.host == "h");
+  CHECK(c.port == 1);
+  CHECK(c.database == 3);
+  c = parse_url("unix://admin:se/cret@/tmp/r.sock");
+  CHECK(c.password == "se/cret");
+  CHECK(c.path == "/tmp/r.sock");
+  c = parse_url("unix:///run/redis@main/r.sock");  // an '@' in a path is no user info
+  CHECK(c.password.empty());
+  CHECK(c.path == "/run/redis@main/r.sock");
+}
+
+TEST_CASE("a unix socket path too long for sockaddr_un is rejected", "[url]") {
+  std::string path = "/tmp/" + std::string(120, 'd') + "/redis.sock";
+  std::error_code ec;
+  std::string why;
+  parse_url("unix://" + path, ec, &why);
+  CHECK(ec == dlock::error::invalid_url);
+  auto limit = sizeof(sockaddr_un{}.sun_path) - 1;  // 107 on Linux: the path and its NUL fill it
+  CHECK_THAT(why, Catch::Contains(path) && Catch::Contains(std::to_string(limit)));
+  CHECK_THROWS_AS(parse_url("unix://" + path), std::system_error);
+  std::string longest = "/" + std::string(limit - 1, 'x');
+  CHECK(parse_url("unix://" + longest).path == longest);
+  CHECK(parse_url("unix://" + longest + "?db=1").path == longest);
+  parse_url("unix://" + longest + "x", ec, &why);
+  CHECK(ec == dlock::error::invalid_url);
 }
 
 TEST_CASE("describe() round-trips and hides the password", "[url]") {

@@ -53,9 +53,12 @@ struct config {
 
 /// Parses `redis://[user[:password]@]host[:port][/db]` (host may be an IPv6
 /// address in brackets; user and password may be percent-encoded) and
-/// `unix://[user[:password]@]/path/to/socket[?db=N]`. The durations keep their
-/// defaults. Throws std::system_error with error::invalid_url and a message
-/// that names the bad part.
+/// `unix://[user[:password]@]/path/to/socket[?db=N]` (a path of at most 107
+/// bytes on Linux: what a unix socket address holds). The durations keep
+/// their defaults. Throws std::system_error with error::invalid_url and a
+/// message that names the bad part, but never quotes the user name or the
+/// password. A '/', '?', '#' or '@' in a password should be percent-encoded;
+/// in a redis:// URL the user info runs to the last '@' all the same.
 config parse_url(std::string_view url);
 
 /// As above, without throwing: on failure sets `ec` to error::invalid_url and,
