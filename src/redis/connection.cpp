@@ -166,46 +166,73 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // ---- the run loop -------------------------------------------------------
 
   awaitable<void> run() {
-    using namespace asio::experimental::awaitable_operators;
     auto self = shared_from_this();
     auto backoff = cfg_.reconnect_wait;
     while (!stopping_) {
-      error_code ec = co_await connect_and_handshake();
-      if (stopping_) break;
-      if (ec) {
-        last_connect_error_ = ec;
-        if (is_permanent(ec)) fail_queued(ec);
-        notify_connect_waiters(ec);
-        reconnect_timer_.expires_after(backoff);
-        co_await reconnect_timer_.async_wait(use_tuple);
-        backoff = std::min(backoff * 2, cfg_.reconnect_wait_max);
-        continue;
-      }
-      backoff = cfg_.reconnect_wait;
-      last_connect_error_ = {};
-      connected_ = true;
-      ++connects_;
-      notify_connect_waiters({});
-      if (connect_handler_) connect_handler_();
+      auto wait = cfg_.reconnect_wait;
+      bool thrown = false;
+      // Nothing may end this loop but stop(): it is spawned detached, so an
+      // exception would end it silently and leave every request waiting.
       try {
-        co_await (read_loop() || write_loop() || health_loop());
-      } catch (const std::exception&) {
-        // A branch cancelled by the one that ended may throw; either way
-        // this connection is finished.
+        error_code ec = co_await connect_and_handshake();
+        if (stopping_) break;
+        if (ec) {
+          last_connect_error_ = ec;
+          if (is_permanent(ec)) fail_queued(ec);
+          notify_connect_waiters(ec);
+          wait = backoff;
+          backoff = std::min(backoff * 2, cfg_.reconnect_wait_max);
+        } else {
+          backoff = cfg_.reconnect_wait;
+          co_await serve();
+        }
+      } catch (...) {
+        thrown = true;
       }
-      connected_ = false;
-      error_code ignored;
-      socket_.close(ignored);
-      parser_.reset();
-      read_buffer_.clear();
-      // Whatever was written and not answered may or may not have run.
-      fail_inflight(error::outcome_unknown);
+      if (thrown) {
+        // Say, Asio refusing the endpoint, or a connect handler that threw.
+        // Retrying may well throw again, so nothing waits for it.
+        end_connection();
+        last_connect_error_ = error::not_connected;
+        fail_queued(error::not_connected);
+        notify_connect_waiters(error::not_connected);
+        wait = backoff;
+        backoff = std::min(backoff * 2, cfg_.reconnect_wait_max);
+      }
       if (stopping_) break;
-      reconnect_timer_.expires_after(cfg_.reconnect_wait);
+      reconnect_timer_.expires_after(wait);
       co_await reconnect_timer_.async_wait(use_tuple);
     }
     fail_all(error::shutting_down, error::outcome_unknown);
     notify_connect_waiters(error::shutting_down);
+  }
+
+  // Serves one connection until it breaks.
+  awaitable<void> serve() {
+    using namespace asio::experimental::awaitable_operators;
+    last_connect_error_ = {};
+    connected_ = true;
+    ++connects_;
+    notify_connect_waiters({});
+    if (connect_handler_) connect_handler_();
+    try {
+      co_await (read_loop() || write_loop() || health_loop());
+    } catch (const std::exception&) {
+      // A branch cancelled by the one that ended may throw; either way
+      // this connection is finished.
+    }
+    end_connection();
+  }
+
+  // Closes the current connection, if any. Whatever was written and not
+  // answered may or may not have run; what was not written stays queued.
+  void end_connection() {
+    connected_ = false;
+    error_code ignored;
+    socket_.close(ignored);
+    parser_.reset();
+    read_buffer_.clear();
+    fail_inflight(error::outcome_unknown);
   }
 
   // Each loop of a connection marks it dead as soon as it ends (return,

@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include <boost/asio/as_tuple.hpp>
@@ -30,6 +31,20 @@ using namespace std::chrono_literals;
 using dlock::redis::request;
 using dlock::test::redis_server;
 namespace asio = boost::asio;
+
+namespace {
+
+// Issues `req` on a connection or backend; the future holds its error code
+// (a callback, so that errors are values rather than exceptions).
+template <class Link>
+std::future<dlock::redis::error_code> exec_error(Link& link, request req) {
+  auto done = std::make_shared<std::promise<dlock::redis::error_code>>();
+  auto f = done->get_future();
+  link.async_exec(std::move(req), [done](dlock::redis::error_code ec, dlock::redis::response) { done->set_value(ec); });
+  return f;
+}
+
+}  // namespace
 
 TEST_CASE("a backend built from a URL runs commands on its own thread", "[connection]") {
   redis_server server;
@@ -434,4 +449,49 @@ TEST_CASE("a request issued as the connection drops is sent on the next one", "[
     CHECK(server.command({"GET", "sent"}) == std::to_string(hops + 1));
   }
   CHECK(conn.statistics().connects == 7);
+}
+
+TEST_CASE("a connect handler that throws costs one connection, not the loop", "[connection]") {
+  redis_server server;
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.command_timeout = 2s;
+  dlock::test::io_thread io;
+  std::atomic<int> calls{0};
+  dlock::redis::connection conn(io.ctx.get_executor(), cfg);
+  conn.set_connect_handler([&calls] {
+    if (calls++ == 0) throw std::runtime_error("the first connect handler fails");
+  });
+  conn.start();
+  CHECK(dlock::test::wait_until([&] { return calls >= 2; }, 5s));
+  auto f = exec_error(conn, request().push("PING"));
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  CHECK(!f.get());
+  CHECK(conn.statistics().connects == 2);
+}
+
+TEST_CASE("a connect that throws is reported, not a silent hang", "[connection]") {
+  // Asio throws name_too_long for a socket path longer than sockaddr_un
+  // holds: a URL with one is rejected, but settings can still carry one.
+  dlock::redis::config cfg;
+  cfg.kind = dlock::redis::config::transport::unix_socket;
+  cfg.path = "/tmp/" + std::string(200, 'x');
+  cfg.command_timeout = 10s;
+  try {
+    dlock::RedisBackend redis("unix://" + cfg.path);
+    FAIL("accepted a socket path that does not fit");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == dlock::error::invalid_url);
+  }
+  dlock::test::io_thread io;
+  dlock::redis::connection conn(io.ctx.get_executor(), cfg);
+  auto connected = std::make_shared<std::promise<dlock::redis::error_code>>();
+  conn.start();
+  conn.async_wait_connected([connected](dlock::redis::error_code ec) { connected->set_value(ec); });
+  auto c = connected->get_future();
+  REQUIRE(c.wait_for(5s) == std::future_status::ready);
+  CHECK(c.get() == dlock::error::not_connected);
+  // A request does not wait out its command timeout either.
+  auto f = exec_error(conn, request().push("PING"));
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  CHECK(f.get() == dlock::error::not_connected);
 }
