@@ -61,6 +61,18 @@ error_code map_connect_error(const error_code& ec) {
   return ec;
 }
 
+// What a failed connect reports, to connect waiters and to requests it kept
+// from being written: one of dlock's connection errors. Anything else (an
+// end-of-file or reset during the handshake, an error reply to PING such as
+// LOADING, an abort by drop_connection) only means "not connected".
+error_code to_connect_error(const error_code& ec) {
+  auto mapped = map_connect_error(ec);
+  if (mapped == error::connection_refused || mapped == error::resolve_failed ||
+      mapped == error::connect_timeout || is_permanent(mapped))
+    return mapped;
+  return error::not_connected;
+}
+
 }  // namespace
 
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
@@ -93,6 +105,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       self->stopping_ = true;
       error_code ignored;
       self->socket_.close(ignored);
+      self->resolver_.cancel();
       self->write_signal_.cancel();
       self->deadline_timer_.cancel();
       self->reconnect_timer_.cancel();
@@ -177,6 +190,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         error_code ec = co_await connect_and_handshake();
         if (stopping_) break;
         if (ec) {
+          ec = to_connect_error(ec);
           last_connect_error_ = ec;
           if (is_permanent(ec)) fail_queued(ec);
           notify_connect_waiters(ec);
@@ -203,6 +217,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       reconnect_timer_.expires_after(wait);
       co_await reconnect_timer_.async_wait(use_tuple);
     }
+    end_connection();
     fail_all(error::shutting_down, error::outcome_unknown);
     notify_connect_waiters(error::shutting_down);
   }
@@ -271,7 +286,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       self->resolver_.cancel();
     });
     error_code ec = co_await connect_socket();
-    if (!ec) ec = co_await handshake();
+    if (!ec && !stopping_) ec = co_await handshake();
     state->finished = true;
     watchdog.cancel();
     if (state->timed_out) ec = error::connect_timeout;  // the socket is closed
@@ -286,10 +301,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       if (ec) co_return ec;
       asio::local::stream_protocol::endpoint ep(cfg_.path);
       std::tie(ec) = co_await socket_.async_connect(ep, use_tuple);
+      if (stopping_) co_return error_code(error::shutting_down);
       co_return map_connect_error(ec);
     }
     auto [rec, results] = co_await resolver_.async_resolve(
         cfg_.host, std::to_string(cfg_.port), asio::ip::resolver_base::numeric_service, use_tuple);
+    // stop() closes the socket; a socket opened after that would stay open.
+    if (stopping_) co_return error_code(error::shutting_down);
     if (rec) co_return map_connect_error(rec);
     ec = asio::error::host_not_found;
     for (const auto& entry : results) {
@@ -304,6 +322,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         continue;
       }
       std::tie(ec) = co_await socket_.async_connect(asio::generic::stream_protocol::endpoint(tcp_ep), use_tuple);
+      if (stopping_) co_return error_code(error::shutting_down);
       if (!ec) {
         socket_.set_option(asio::ip::tcp::no_delay(true), oec);
         break;

@@ -495,3 +495,30 @@ TEST_CASE("a connect that throws is reported, not a silent hang", "[connection]"
   REQUIRE(f.wait_for(5s) == std::future_status::ready);
   CHECK(f.get() == dlock::error::not_connected);
 }
+
+TEST_CASE("a server that hangs up during the handshake means not_connected", "[connection]") {
+  // With maxclients 1 and one client connected, the server answers the next
+  // one with an error and closes: a raw end-of-file must not reach callers.
+  dlock::test::server_options opts;
+  opts.extra_args = {"--maxclients", "1"};
+  redis_server server(opts);
+  auto cfg = dlock::redis::parse_url(server.url());
+  dlock::test::io_thread io;
+  dlock::redis::connection first(io.ctx.get_executor(), cfg);
+  first.start();
+  auto ok = exec_error(first, request().push("PING"));
+  REQUIRE(ok.wait_for(5s) == std::future_status::ready);
+  REQUIRE(!ok.get());
+
+  cfg.command_timeout = 300ms;
+  dlock::redis::connection second(io.ctx.get_executor(), cfg);
+  auto connected = std::make_shared<std::promise<dlock::redis::error_code>>();
+  second.start();
+  second.async_wait_connected([connected](dlock::redis::error_code ec) { connected->set_value(ec); });
+  auto c = connected->get_future();
+  REQUIRE(c.wait_for(5s) == std::future_status::ready);
+  CHECK(c.get() == dlock::error::not_connected);
+  auto f = exec_error(second, request().push("PING"));
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  CHECK(f.get() == dlock::error::not_connected);
+}

@@ -158,7 +158,9 @@ class connection {
   }
 
   /// Waits for the first connect attempt after start() to finish: success, or
-  /// the error that made it fail (connection_refused, auth_failed, ...).
+  /// the error that made it fail: connection_refused, resolve_failed,
+  /// connect_timeout, auth_failed, select_failed, or not_connected for any
+  /// other failure (the server hung up or answered PING with an error).
   /// Completion signature: `void(error_code)`. Completes at once when already
   /// connected.
   void async_wait_connected(std::function<void(error_code)> handler);
