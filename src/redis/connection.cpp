@@ -405,14 +405,18 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     end_of_connection guard{*this};
     std::vector<char> chunk(64 * 1024);
     for (;;) {
-      // Replies left over from the handshake's read come first.
-      while (!read_buffer_.empty()) {
-        auto res = parser_.parse(read_buffer_);
-        read_buffer_.erase(0, res.consumed);
+      // Replies left over from the handshake's read come first. One read
+      // may hold thousands of small replies: parse them at an offset and
+      // drop the parsed bytes once, not once per reply.
+      std::size_t parsed = 0;
+      while (parsed < read_buffer_.size()) {
+        auto res = parser_.parse(std::string_view(read_buffer_).substr(parsed));
+        parsed += res.consumed;
         if (res.ec) co_return;  // a broken stream cannot be resynchronised
         if (!res.reply) break;
         if (!deliver(std::move(*res.reply))) co_return;
       }
+      read_buffer_.erase(0, parsed);
       auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), use_tuple);
       if (ec) co_return;
       bytes_read_ += n;
