@@ -3,18 +3,22 @@
 #include <dlock/redis/subscriber.hpp>
 
 #include <atomic>
+#include <cstdio>
+#include <exception>
 #include <map>
 #include <unordered_map>
 #include <vector>
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 namespace dlock::redis {
 namespace detail {
 
 class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
  public:
-  subscriber_impl(asio::any_io_executor ex, config cfg) : conn_(std::move(ex), std::move(cfg)) {}
+  subscriber_impl(asio::any_io_executor ex, config cfg)
+      : conn_(std::move(ex), std::move(cfg)), retry_timer_(conn_.get_executor()) {}
 
   // Wires the connection to this object; called once right after construction.
   void attach() {
@@ -30,19 +34,29 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   asio::any_io_executor executor() const noexcept { return conn_.get_executor(); }
   connection& link() noexcept { return conn_; }
 
+  void stop() {
+    asio::dispatch(executor(), [self = shared_from_this()] {
+      self->stopped_ = true;
+      self->retry_timer_.cancel();
+    });
+    conn_.stop();
+  }
+
   // All of the following run on the connection's strand.
 
   void add(std::string channel, listener l, std::function<void(error_code, subscription)> done) {
-    auto& entry = channels_[channel];
+    auto [it, created] = channels_.try_emplace(channel);
+    entry& e = it->second;
+    if (created) e.generation = ++next_generation_;
     channel_count_.store(channels_.size());
     std::uint64_t id = ++next_id_;
-    entry.listeners.emplace(id, std::move(l));
-    if (entry.confirmed) {
+    e.listeners.emplace(id, std::move(l));
+    if (e.confirmed) {
       done({}, subscription(weak_from_this(), std::move(channel), id));
       return;
     }
-    entry.waiters.push_back({id, std::move(done)});
-    if (entry.subscribes_in_flight == 0) send_subscribe(channel);
+    e.waiters.push_back({id, std::move(done)});
+    if (e.subscribes_in_flight == 0) send_subscribe(it->first, e, false);
   }
 
   void remove(const std::string& channel, std::uint64_t id) {
@@ -69,26 +83,36 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   struct entry {
     std::map<std::uint64_t, listener> listeners;
     std::vector<waiter> waiters;  // listeners whose subscription is not confirmed yet
+    // Tells this entry from an earlier one of the same channel (erased,
+    // its UNSUBSCRIBE queued): only its own SUBSCRIBEs' replies count.
+    std::uint64_t generation = 0;
     bool confirmed = false;
+    bool told_deaf = false;  // listeners heard that a resubscribe failed
     int subscribes_in_flight = 0;
   };
 
-  void send_subscribe(const std::string& channel) {
-    ++channels_[channel].subscribes_in_flight;
+  // `resync`: the channel was subscribed on an earlier connection, so its
+  // listeners hear (std::nullopt) that messages may have been missed once
+  // it is subscribed again.
+  void send_subscribe(const std::string& channel, entry& e, bool resync) {
+    ++e.subscribes_in_flight;
     request req;
     req.push("SUBSCRIBE", channel);
     std::weak_ptr<subscriber_impl> weak = weak_from_this();
-    conn_.async_exec(std::move(req), [weak, channel](error_code ec, response r) {
+    conn_.async_exec(std::move(req), [weak, channel, generation = e.generation, resync](error_code ec, response r) {
       auto self = weak.lock();
       if (!self) return;
       if (!ec && (r.size() != 1 || r[0].is_error())) ec = error::server_error;
-      self->on_subscribed(channel, ec);
+      self->on_subscribed(channel, generation, resync, ec);
     });
   }
 
-  void on_subscribed(const std::string& channel, error_code ec) {
+  void on_subscribed(const std::string& channel, std::uint64_t generation, bool resync, error_code ec) {
     auto it = channels_.find(channel);
-    if (it == channels_.end()) return;  // every listener left meanwhile
+    // Every listener left meanwhile; or they did, and new ones came whose
+    // own SUBSCRIBE is queued after the UNSUBSCRIBE: this reply, older than
+    // both, confirms nothing for them.
+    if (it == channels_.end() || it->second.generation != generation) return;
     entry& e = it->second;
     --e.subscribes_in_flight;
     if (!ec) e.confirmed = true;
@@ -104,10 +128,43 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
         }
       }
     }
-    if (ec && e.listeners.empty() && e.waiters.empty() && e.subscribes_in_flight == 0) {
-      channels_.erase(channel);
-      channel_count_.store(channels_.size());
+    if (!ec) {
+      e.told_deaf = false;
+      if (resync) notify(channel, std::nullopt);
+      return;
     }
+    if (e.confirmed || e.subscribes_in_flight > 0) return;  // another one did, or may yet
+    if (e.listeners.empty()) {
+      channels_.erase(it);
+      channel_count_.store(channels_.size());
+      return;
+    }
+    // Listeners subscribed before a reconnect are deaf until the channel is
+    // subscribed again: tell them (once) to look for themselves, and retry.
+    bool tell = !e.told_deaf;
+    e.told_deaf = true;
+    schedule_retry();
+    if (tell) notify(channel, std::nullopt);
+  }
+
+  // Resubscribes, after a pause, every channel whose resubscribe failed
+  // (unless a reconnect did it meanwhile). Each attempt waits at most the
+  // command timeout, so a server that stays away costs one SUBSCRIBE per
+  // channel per reconnect_wait_max plus command_timeout.
+  void schedule_retry() {
+    if (retry_armed_ || stopped_) return;
+    retry_armed_ = true;
+    retry_timer_.expires_after(conn_.settings().reconnect_wait_max);
+    std::weak_ptr<subscriber_impl> weak = weak_from_this();
+    retry_timer_.async_wait([weak](error_code ec) {
+      auto self = weak.lock();
+      if (!self) return;
+      self->retry_armed_ = false;
+      if (ec || self->stopped_) return;
+      for (auto& [channel, e] : self->channels_)
+        if (!e.confirmed && e.subscribes_in_flight == 0 && !e.listeners.empty())
+          self->send_subscribe(channel, e, true);
+    });
   }
 
   void on_message(value&& v) {
@@ -115,12 +172,27 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
     const auto& el = v.elements;
     std::size_t ch = el[0].str == "message" ? 1 : 2;
     if (el.size() != ch + 2 || !el[ch].is_string() || !el[ch + 1].is_string()) return;
-    auto it = channels_.find(el[ch].str);
+    notify(el[ch].str, std::string_view(el[ch + 1].str));
+  }
+
+  // Calls every listener of `channel`. A listener may remove itself (or
+  // others) while we iterate: call copies. A listener must not throw; one
+  // that does is reported and skipped, for it runs inside the connection's
+  // read loop, and its exception would cut every other listener off.
+  void notify(const std::string& channel, std::optional<std::string_view> message) {
+    auto it = channels_.find(channel);
     if (it == channels_.end()) return;
-    // A listener may remove itself (or others) while we iterate: copy first.
     std::vector<listener> targets;
     for (auto& [id, l] : it->second.listeners) targets.push_back(l);
-    for (auto& l : targets) l(std::string_view(el[ch + 1].str));
+    for (auto& l : targets) {
+      try {
+        l(message);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored): %s\n", channel.c_str(), e.what());
+      } catch (...) {
+        std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored)\n", channel.c_str());
+      }
+    }
   }
 
   void on_connect() {
@@ -130,29 +202,18 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
     // tell listeners once it is confirmed that messages may have been missed.
     for (auto& [channel, e] : channels_) {
       e.confirmed = false;
-      std::weak_ptr<subscriber_impl> weak = weak_from_this();
-      ++e.subscribes_in_flight;
-      request req;
-      req.push("SUBSCRIBE", channel);
-      conn_.async_exec(std::move(req), [weak, channel = channel](error_code ec, response r) {
-        auto self = weak.lock();
-        if (!self) return;
-        if (!ec && (r.size() != 1 || r[0].is_error())) ec = error::server_error;
-        self->on_subscribed(channel, ec);
-        if (ec) return;
-        auto it = self->channels_.find(channel);
-        if (it == self->channels_.end()) return;
-        std::vector<listener> targets;
-        for (auto& [id, l] : it->second.listeners) targets.push_back(l);
-        for (auto& l : targets) l(std::nullopt);
-      });
+      send_subscribe(channel, e, true);
     }
   }
 
   connection conn_;
+  asio::steady_timer retry_timer_;
   std::unordered_map<std::string, entry> channels_;
   std::uint64_t next_id_ = 0;
+  std::uint64_t next_generation_ = 0;
   std::size_t connects_ = 0;
+  bool retry_armed_ = false;
+  bool stopped_ = false;
   std::atomic<std::size_t> channel_count_{0};  // readable from any thread
 };
 
@@ -208,7 +269,7 @@ subscriber::subscriber(asio::any_io_executor ex, config cfg)
 subscriber::~subscriber() { stop(); }
 
 void subscriber::start() { impl_->link().start(); }
-void subscriber::stop() { impl_->link().stop(); }
+void subscriber::stop() { impl_->stop(); }
 
 std::size_t subscriber::channel_count() const { return impl_->channel_count(); }
 

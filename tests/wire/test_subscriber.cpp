@@ -2,9 +2,14 @@
 // counts, and resubscription after a restart.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/use_future.hpp>
@@ -130,4 +135,112 @@ TEST_CASE("a subscription on an unreachable server fails with a clear error", "[
     CHECK((e.code() == dlock::error::connection_refused || e.code() == dlock::error::outcome_unknown));
   }
   CHECK(wait_until([&] { return redis.subscriber().channel_count() == 0; }));
+}
+
+TEST_CASE("a listener that throws does not break the subscriber", "[pubsub]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  inbox box;
+  auto bad = redis.async_subscribe(
+      "ch", [](std::optional<std::string_view>) { throw std::runtime_error("a listener broke its promise"); },
+      asio::use_future).get();
+  auto good = subscribe(redis, "ch", box);  // after the bad one: it hears each message second
+  server.command({"PUBLISH", "ch", "1"});
+  server.command({"PUBLISH", "ch", "2"});
+  CHECK(wait_until([&] { return box.count("1") == 1 && box.count("2") == 1; }));
+  CHECK(box.count("<resync>") == 0);
+  CHECK(redis.subscriber().link().statistics().connects == 1);
+}
+
+TEST_CASE("a resubscribe answered after the channel was dropped and subscribed again confirms nothing",
+          "[pubsub][reconnect]") {
+  // The interleaving: after a reconnect the resubscribe of "ch" is answered
+  // by the server, but before the client reads that answer the last
+  // listener leaves (UNSUBSCRIBE queued) and a new one arrives (a new
+  // SUBSCRIBE queued behind it). The old answer must not confirm the new
+  // subscription while the server has not run its SUBSCRIBE.
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  auto& sub = redis.subscriber();
+  auto strand = sub.link().get_executor();
+  inbox first, second;
+  auto s1 = subscribe(redis, "ch", first);
+  std::future<dlock::redis::subscription> again;
+
+  bool staged = false;
+  for (int attempt = 0; attempt < 10 && !staged; ++attempt) {
+    // 1 staged; 0 the client read the answer too early, try again; -1 stuck.
+    std::promise<int> outcome;
+    auto resyncs = first.count("<resync>");
+    auto connects = sub.link().statistics().connects;
+    std::size_t written = 0;
+    // On the strand, until the resubscribe is written; then, holding the
+    // strand's only thread so that no reply is read, wait for the server
+    // to run it, pause the server, and swap the listeners.
+    std::function<void()> watch = [&] {
+      auto st = sub.link().statistics();
+      if (st.connects == connects || st.commands_written == written) {
+        asio::post(strand, watch);
+        return;
+      }
+      if (!wait_until([&] { return numsub(server, "ch") == 1; }, 2s)) return outcome.set_value(-1);
+      if (first.count("<resync>") != resyncs) return outcome.set_value(0);
+      server.pause();
+      s1.reset();
+      again = redis.async_subscribe("ch", second.listener(), asio::use_future);
+      outcome.set_value(1);
+    };
+    asio::post(strand, [&] {
+      written = sub.link().statistics().commands_written;
+      sub.link().drop_connection();
+      watch();
+    });
+    int r = outcome.get_future().get();
+    REQUIRE(r >= 0);
+    staged = r == 1;
+    if (!staged) REQUIRE(wait_until([&] { return numsub(server, "ch") == 1; }));
+  }
+  REQUIRE(staged);
+  // The server (paused) has not run the new SUBSCRIBE.
+  CHECK(again.wait_for(500ms) == std::future_status::timeout);
+  server.resume();
+  REQUIRE(again.wait_for(5s) == std::future_status::ready);
+  auto s2 = again.get();
+  CHECK(s2.active());
+  server.command({"PUBLISH", "ch", "hello"});
+  CHECK(wait_until([&] { return second.count("hello") == 1; }));
+  CHECK(second.count("<resync>") == 0);  // it subscribed after the reconnect
+  CHECK(sub.channel_count() == 1);
+  s2.reset();
+  CHECK(wait_until([&] { return sub.channel_count() == 0; }));
+  CHECK(wait_until([&] { return numsub(server, "ch") == 0; }));
+  // And the channel can be subscribed again from scratch.
+  inbox third;
+  auto s3 = subscribe(redis, "ch", third);
+  server.command({"PUBLISH", "ch", "again"});
+  CHECK(wait_until([&] { return third.count("again") == 1; }));
+}
+
+TEST_CASE("a resubscribe that fails is retried, and listeners are told", "[pubsub][reconnect]") {
+  redis_server server;
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.reconnect_wait_max = 500ms;  // the retry interval
+  dlock::RedisBackend redis(cfg);
+  inbox box;
+  auto s = subscribe(redis, "ch", box);
+  // Forbid the channel (Redis disconnects subscribers of channels an ACL
+  // change forbids; drop the connection too, in case it does not): the
+  // resubscribe after the reconnect fails with NOPERM.
+  server.command({"ACL", "SETUSER", "default", "resetchannels", "&other"});
+  redis.subscriber().link().drop_connection();
+  // The listener hears that it may miss messages.
+  CHECK(wait_until([&] { return box.count("<resync>") >= 1; }));
+  server.command({"ACL", "SETUSER", "default", "allchannels"});
+  // And the subscription comes back by itself.
+  CHECK(wait_until([&] {
+    server.command({"PUBLISH", "ch", "back"});
+    return box.count("back") >= 1;
+  }));
+  CHECK(box.count("<resync>") >= 2);  // once more when resubscribed
+  CHECK(redis.subscriber().channel_count() == 1);
 }

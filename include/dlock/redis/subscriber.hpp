@@ -19,8 +19,11 @@ class subscriber_impl;
 
 /// Receives each message published on its channel, and `std::nullopt` after
 /// the subscriber reconnected (messages published while it was down are
-/// lost, so a listener that waits for one must check again). Runs on the
-/// subscriber's strand: it must not block; post work elsewhere.
+/// lost, so a listener that waits for one must check again), or when
+/// subscribing again after a reconnect failed (it is retried; the listener
+/// hears nothing until then). Runs on the subscriber's strand: it must not
+/// block; post work elsewhere. It must not throw either: an exception is
+/// reported on stderr and ignored.
 using listener = std::function<void(std::optional<std::string_view> message)>;
 
 /// Keeps one listener registered. Move-only; destroying it (or reset())
