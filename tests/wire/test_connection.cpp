@@ -93,14 +93,27 @@ TEST_CASE("10,000 concurrent commands from 4 threads are matched to their replie
 TEST_CASE("a script runs by SHA and survives SCRIPT FLUSH", "[connection][script]") {
   redis_server server;
   dlock::RedisBackend redis(server.url());
+  // How often the server ran a command, from INFO commandstats (a NOSCRIPT
+  // reply counts as a call, and as a failed one).
+  auto calls = [&](const std::string& command) -> long {
+    auto info = server.command({"INFO", "commandstats"});
+    auto key = "cmdstat_" + command + ":calls=";
+    auto at = info.find(key);
+    return at == std::string::npos ? 0 : std::stol(info.substr(at + key.size()));
+  };
   dlock::redis::script s("return redis.call('INCRBY', KEYS[1], ARGV[1])");
   CHECK(redis.eval(s, {"counter"}, {"5"}).integer == 5);
   CHECK(server.command({"SCRIPT", "EXISTS", s.sha1()}) == "1");
   server.command({"SCRIPT", "FLUSH"});
   CHECK(server.command({"SCRIPT", "EXISTS", s.sha1()}) == "0");
+  auto evalsha = calls("evalsha"), eval = calls("eval");
   CHECK(redis.eval(s, {"counter"}, {"2"}).integer == 7);  // NOSCRIPT, then EVAL
+  CHECK(calls("evalsha") == evalsha + 1);
+  CHECK(calls("eval") == eval + 1);  // exactly one reload
   CHECK(server.command({"SCRIPT", "EXISTS", s.sha1()}) == "1");
   CHECK(redis.eval(s, {"counter"}, {"1"}).integer == 8);
+  CHECK(calls("evalsha") == evalsha + 2);  // cached again: by SHA only
+  CHECK(calls("eval") == eval + 1);
 }
 
 TEST_CASE("a server error reply carries the server's message", "[connection]") {
@@ -221,6 +234,18 @@ TEST_CASE("authentication errors are clear", "[connection][auth]") {
   CHECK(code_of("redis://:s3cret@127.0.0.1:" + std::to_string(server.port())) == std::error_code{});
   CHECK(code_of("redis://:s3cret@127.0.0.1:" + std::to_string(server.port()) + "/99") ==
         dlock::error::select_failed);
+
+  // A wrong password is permanent: a request fails at once with the reason,
+  // instead of waiting out its command timeout for a reconnect.
+  {
+    dlock::test::io_thread io;
+    auto cfg = dlock::redis::parse_url("redis://:wrong@127.0.0.1:" + std::to_string(server.port()));
+    cfg.command_timeout = 30s;
+    dlock::RedisBackend redis(io.ctx.get_executor(), cfg);
+    auto f = exec_error(redis, request().push("PING"));
+    REQUIRE(f.wait_for(10s) == std::future_status::ready);
+    CHECK(f.get() == dlock::error::auth_failed);
+  }
 
   dlock::RedisBackend redis("redis://:s3cret@127.0.0.1:" + std::to_string(server.port()) + "/3");
   redis.command(request().push("SET", "in-db-3", "yes"));
@@ -521,4 +546,36 @@ TEST_CASE("a server that hangs up during the handshake means not_connected", "[c
   auto f = exec_error(second, request().push("PING"));
   REQUIRE(f.wait_for(5s) == std::future_status::ready);
   CHECK(f.get() == dlock::error::not_connected);
+}
+
+TEST_CASE("connecting to a paused server fails with connect_timeout", "[connection][timeout]") {
+  redis_server server;
+  server.pause();  // the kernel still accepts the TCP connection; nothing answers
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.connect_timeout = 300ms;
+  auto started = std::chrono::steady_clock::now();
+  try {
+    dlock::RedisBackend redis(cfg);
+    FAIL("connected to a paused server");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == dlock::error::connect_timeout);
+  }
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+  server.resume();
+}
+
+TEST_CASE("a request waiting for a slow first connect fails with command_timeout", "[connection][timeout]") {
+  redis_server server;
+  server.pause();
+  auto cfg = dlock::redis::parse_url(server.url());
+  cfg.connect_timeout = 3s;
+  cfg.command_timeout = 300ms;
+  dlock::test::io_thread io;
+  dlock::RedisBackend redis(io.ctx.get_executor(), cfg);
+  auto f = exec_error(redis, request().push("SET", "k", "v"));
+  REQUIRE(f.wait_for(2s) == std::future_status::ready);
+  // Never written, so it did not run: not outcome_unknown.
+  CHECK(f.get() == dlock::error::command_timeout);
+  server.resume();
+  CHECK(server.command({"GET", "k"}).empty());
 }
