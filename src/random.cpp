@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -28,6 +29,12 @@ std::string random_hex(std::size_t bytes) {
     out[2 * i + 1] = digits[raw[i] & 15];
   }
   return out;
+}
+
+std::string unique_id() {
+  static const std::string prefix = random_hex(16) + ":";
+  static std::atomic<unsigned long long> counter{0};
+  return prefix + std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
 }
 
 unsigned long long this_thread_number() noexcept {

@@ -14,6 +14,8 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <dlock/detail/hold_record.hpp>
@@ -177,23 +179,34 @@ struct release_memory {
 
   std::error_code validate() const { return validate_positive(window, error::invalid_interval); }
   static std::string key(const hold_record& rec) { return same_slot_key(rec.name, "release:" + rec.release_id); }
+  /// The marker an acquire try leaves when it wins (ReentrantHash).
+  static std::string acquire_key(const hold_record& rec) {
+    return same_slot_key(rec.name, "acquire:" + rec.attempt_id);
+  }
   std::string ttl() const { return std::to_string(window.count()); }
 };
+
+/// The completion token for every Redis command a lock coroutine sends: a
+/// tuple, and no cancellation. Cancelling an acquire stops its waiting, never
+/// a command half way: a try that was queued still runs and is answered, so
+/// the acquire knows whether it won (and gives the lock back if it did).
+inline auto uncancellable() {
+  return asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable));
+}
 
 /// Runs a script and gives (error, reply) to a coroutine.
 template <class B>
 asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redis::script& s,
                                                           std::vector<std::string> keys,
                                                           std::vector<std::string> args) {
-  auto [ec, v] = co_await backend.async_eval(s, std::move(keys), std::move(args),
-                                             asio::as_tuple(asio::use_awaitable));
+  auto [ec, v] = co_await backend.async_eval(s, std::move(keys), std::move(args), uncancellable());
   co_return std::pair{ec, std::move(v)};
 }
 
 /// Sends a pipeline and gives (error, replies) to a coroutine.
 template <class B>
 asio::awaitable<std::pair<error_code, redis::response>> exec(B& backend, redis::request req) {
-  auto [ec, r] = co_await backend.async_exec(std::move(req), asio::as_tuple(asio::use_awaitable));
+  auto [ec, r] = co_await backend.async_exec(std::move(req), uncancellable());
   co_return std::pair{ec, std::move(r)};
 }
 
@@ -203,6 +216,13 @@ asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, redis::
   auto [ec, r] = co_await exec(backend, std::move(req));
   auto out = redis::detail::single_reply(ec, r);
   co_return out;
+}
+
+/// Whether a failed command may have run: outcome_unknown (sent, never
+/// answered) or a reply the policy could not read. Every other error means
+/// it was never sent, or the server refused it and changed nothing.
+inline bool may_have_run(const error_code& ec) {
+  return ec == error::outcome_unknown || ec == error::unexpected_reply;
 }
 
 }  // namespace detail

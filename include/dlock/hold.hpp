@@ -17,25 +17,31 @@ namespace dlock {
 /// One acquisition of a `Lock`, owned by this object. The lock object must
 /// outlive its holds (as a mutex outlives a std::unique_lock).
 ///
-/// Destruction releases it: from an ordinary thread it waits for the reply;
-/// on the backend's own I/O thread (inside a completion handler) it sends the
-/// release and returns. A release that fails there cannot throw from a
-/// destructor; it goes to the lock's error handler (see
-/// `Lock::set_error_handler`), which by default prints one line to stderr.
+/// Destruction releases it. A hold from the blocking interface waits for
+/// the reply; a hold from the async interface, or one destroyed on a thread
+/// that runs the backend's executor, sends the release and returns (waiting
+/// there would stop the very thread that must read the reply). A release
+/// that fails in a destructor cannot throw: it goes to the lock's error
+/// handler (see `Lock::set_error_handler`; by default one line on stderr),
+/// renewal stops, and the lock lapses when its lease ends.
 template <class LockType>
 class Hold {
  public:
   Hold() = default;
   Hold(Hold&& other) noexcept
       : lock_(std::exchange(other.lock_, nullptr)),
-        owner_id_(std::move(other.owner_id_)),
-        record_(std::move(other.record_)) {}
+        owner_key_(std::move(other.owner_key_)),
+        async_(other.async_),
+        record_(std::move(other.record_)),
+        release_id_(std::move(other.release_id_)) {}
   Hold& operator=(Hold&& other) noexcept {
     if (this != &other) {
       release_in_destructor();
       lock_ = std::exchange(other.lock_, nullptr);
-      owner_id_ = std::move(other.owner_id_);
+      owner_key_ = std::move(other.owner_key_);
+      async_ = other.async_;
       record_ = std::move(other.record_);
+      release_id_ = std::move(other.release_id_);
     }
     return *this;
   }
@@ -83,26 +89,28 @@ class Hold {
       ec = make_error_code(error::not_owner);
       return;
     }
-    ec = lock_->release_blocking(owner_id_, record_);
-    if (!keep_after(ec)) forget();
+    ec = lock_->release_blocking(*this);
   }
 
   /// Releases asynchronously. Completion signature: `void(error_code)`, as
-  /// release(). The hold must stay alive until completion. Cancellation: not
-  /// supported (a release is one command).
+  /// release(); an empty hold completes with not_owner. The hold must stay
+  /// alive until completion. Cancellation: not supported (a release is one
+  /// command).
   template <class CompletionToken>
   auto async_release(CompletionToken&& token) {
-    return lock_->async_release(*this, std::forward<CompletionToken>(token));
+    return LockType::async_release(lock_, *this, std::forward<CompletionToken>(token));
   }
 
-  const std::string& owner_id() const noexcept { return owner_id_; }
+  /// The owner: the id given to the async interface, or the thread number
+  /// of the std and handle interfaces.
+  std::string owner_id() const { return LockType::owner_id_of(owner_key_, async_); }
 
  private:
   template <class, class, class, class>
   friend class Lock;
 
-  Hold(LockType* lock, std::string owner_id, std::shared_ptr<detail::hold_record> rec)
-      : lock_(lock), owner_id_(std::move(owner_id)), record_(std::move(rec)) {}
+  Hold(LockType* lock, std::string owner_key, bool async, std::shared_ptr<detail::hold_record> rec)
+      : lock_(lock), owner_key_(std::move(owner_key)), async_(async), record_(std::move(rec)) {}
 
   std::string lock_name() const { return record_ ? record_->name : std::string(); }
 
@@ -119,13 +127,15 @@ class Hold {
 
   void release_in_destructor() noexcept {
     if (!record_) return;
-    lock_->release_from_destructor(owner_id_, std::move(record_));
+    lock_->release_from_destructor(std::move(owner_key_), async_, std::move(record_), std::move(release_id_));
     lock_ = nullptr;
   }
 
   LockType* lock_ = nullptr;
-  std::string owner_id_;
+  std::string owner_key_;  // the owner as the lock keys it (see Lock::owner_key)
+  bool async_ = false;     // from the async interface
   std::shared_ptr<detail::hold_record> record_;
+  std::string release_id_;  // a release that may be retried (after outcome_unknown)
 };
 
 }  // namespace dlock

@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <dlock/detail/random.hpp>
 
@@ -97,6 +99,16 @@ void RedisBackend::wait_first_connect() {
   });
   if (r.first)
     throw std::system_error(r.first, "cannot connect to " + commands_->settings().describe());
+}
+
+bool RedisBackend::on_io_thread() const noexcept {
+  namespace asio = redis::asio;
+  if (own_context_) return std::this_thread::get_id() == io_thread_.get_id();
+  if (auto* io = executor_.target<asio::io_context::executor_type>()) return io->running_in_this_thread();
+  if (auto* pool = executor_.target<asio::thread_pool::executor_type>()) return pool->running_in_this_thread();
+  if (auto* s = executor_.target<asio::strand<asio::io_context::executor_type>>()) return s->running_in_this_thread();
+  if (auto* s = executor_.target<asio::strand<asio::thread_pool::executor_type>>()) return s->running_in_this_thread();
+  return false;
 }
 
 void RedisBackend::check_not_io_thread() const {

@@ -1,4 +1,34 @@
 // Every valid combination with ownership::SetNx, against a real redis-server.
+#include <set>
+
 #include "combination_tests.hpp"
 
 DLOCK_COMBINATION_TESTS(dlock::ownership::SetNx, "setnx")
+
+// The list itself: the rule table leaves 23 locks, each named once, and the
+// per-ownership lists (one test executable each) cover it exactly.
+namespace {
+namespace c = dlock::combinations;
+namespace hana = boost::hana;
+static_assert(decltype(hana::size(c::all()))::value == 23);
+static_assert(decltype(hana::size(c::with_ownership<dlock::ownership::SetNx>()))::value +
+                  decltype(hana::size(c::with_ownership<dlock::ownership::Token>()))::value +
+                  decltype(hana::size(c::with_ownership<dlock::ownership::ReentrantHash>()))::value +
+                  decltype(hana::size(c::with_ownership<dlock::ownership::GetSetExpiry>()))::value ==
+              23);
+}  // namespace
+
+TEST_CASE("the compile-time list names every valid combination once", "[combinations]") {
+  std::set<std::string> names;
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    names.insert(L::combination_name());
+  });
+  CHECK(names.size() == 23);
+  CHECK(names.count("hash/watchdog/pubsub") == 1);   // dlock::Lock<>, Redisson's default
+  CHECK(names.count("setnx/none/tryonce") == 1);     // A1
+  CHECK(names.count("token/fixed/pubsub") == 0);     // nothing publishes
+  CHECK(names.count("setnx/watchdog/spin") == 0);    // unchecked extend
+  CHECK(names.count("getset/watchdog/spin") == 0);   // no owner id
+  CHECK(names.count("token/none/spin") == 0);        // needs a lease
+}

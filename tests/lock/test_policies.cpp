@@ -34,19 +34,10 @@ namespace {
 
 long long pttl(redis_server& s, const std::string& key) { return std::stoll(s.command({"PTTL", key})); }
 
-// Runs a script that spins inside the server for `ms` milliseconds: every
-// other client's command waits behind it, as behind a slow network.
-void keep_server_busy(dlock::RedisBackend& client, int ms) {
-  static const dlock::redis::script spin(R"lua(
-local start = redis.call('TIME')
-local t0 = tonumber(start[1]) * 1000000 + tonumber(start[2])
-while true do
-  local now = redis.call('TIME')
-  if tonumber(now[1]) * 1000000 + tonumber(now[2]) - t0 > tonumber(ARGV[1]) * 1000 then return 1 end
-end
-)lua");
-  client.eval(spin, {}, {std::to_string(ms)});
-}
+// Makes the server hold every client's commands for `ms` milliseconds (as a
+// slow network would), starting before this returns: what is sent next is
+// answered late, after the client's command timeout.
+void stall_server(redis_server& s, int ms) { s.command({"CLIENT", "PAUSE", std::to_string(ms), "ALL"}); }
 
 }  // namespace
 
@@ -115,8 +106,9 @@ TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[wat
   std::atomic<bool> told{false};
   hold.on_lost([&] { told = true; });
   server.command({"DEL", "fragile"});
-  CHECK(dlock::test::wait_until([&] { return hold.lost(); }, 2s));
-  CHECK(told);
+  // lost() turns true just before the callbacks run: wait for the callback.
+  CHECK(dlock::test::wait_until([&] { return told.load(); }, 2s));
+  CHECK(hold.lost());
   CHECK(hold.remaining_lease() == 0ms);
   std::error_code ec;
   hold.release(ec);
@@ -131,11 +123,16 @@ TEST_CASE("a watchdog never extends someone else's lock", "[watchdog]") {
   // Someone else's value, with a short expiry of its own.
   server.command({"SET", "swapped", "not-our-token", "PX", "5000"});
   CHECK(dlock::test::wait_until([&] { return hold.lost(); }, 2s));
-  CHECK(pttl(server, "swapped") <= 5000);
+  auto left = pttl(server, "swapped");
+  CHECK(left <= 5000);
+  CHECK(left > 3000);  // not shortened to our 300 ms lease either
   CHECK(server.command({"GET", "swapped"}) == "not-our-token");
 }
 
-TEMPLATE_TEST_CASE("release after expiry never deletes the new owner's lock", "[lease]", FixedToken, FixedHash) {
+using FixedGetSet = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::Spin>;
+
+TEMPLATE_TEST_CASE("release after expiry never deletes the new owner's lock", "[lease]", FixedToken, FixedHash,
+                   FixedGetSet) {
   redis_server server;
   dlock::RedisBackend a(server.url()), b(server.url());
   TestType first(a, "coupon", {}, r::FixedLease{200ms}, w::Spin{10ms});
@@ -201,7 +198,8 @@ TEST_CASE("pub/sub wakes a waiter long before a spin interval would", "[pubsub]"
        << " us; a 1 s spin after " << std::chrono::duration_cast<std::chrono::microseconds>(polled).count() << " us");
   CHECK(woken < 250ms);
   CHECK(woken * 3 < polled);
-  CHECK(b.subscriber().channel_count() == 0);  // the wait's subscription ended
+  // the wait's subscription ended
+  CHECK(dlock::test::wait_until([&] { return b.subscriber().channel_count() == 0; }));
 }
 
 TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
@@ -240,17 +238,18 @@ TEST_CASE("cancelling a waiting async_acquire leaves nothing held and nothing re
 
   asio::io_context io;
   asio::cancellation_signal cancel;
-  std::promise<dlock::error_code> result;
+  std::promise<std::pair<dlock::error_code, bool>> result;
   lock.async_acquire("waiter", asio::bind_cancellation_slot(cancel.slot(), [&](dlock::error_code ec, auto h) {
-    CHECK_FALSE(h);
-    result.set_value(ec);
+    result.set_value({ec, bool(h)});  // assertions stay on the test's thread
   }));
   std::this_thread::sleep_for(200ms);
   // Emit on the operation's side: cancellation signals are not thread-safe.
   asio::post(redis.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
   auto f = result.get_future();
   REQUIRE(f.wait_for(5s) == std::future_status::ready);
-  CHECK(f.get() == asio::error::operation_aborted);
+  auto [ec, got_hold] = f.get();
+  CHECK(ec == asio::error::operation_aborted);
+  CHECK_FALSE(got_hold);
   CHECK(lock.held_by("waiter") == 0);
   CHECK(renewals.size() == 1);
   CHECK(dlock::test::wait_until([&] { return redis.subscriber().channel_count() == 0; }));
@@ -284,17 +283,11 @@ TEST_CASE("a lost acquire reply is resolved by asking Redis whose the lock is", 
   FixedHash lock(redis, "limbo", {}, r::FixedLease{30s}, w::Spin{10ms});
   lock.lock();  // load the scripts: a late NOSCRIPT would mean "did not run"
   lock.unlock();
-  // Hold the server for 500 ms with a blocking command from another client:
-  // the acquire script waits behind it, its reply comes after the timeout.
-  dlock::RedisBackend other(server.url());
-  auto blocker = std::async(std::launch::async, [&] {
-    keep_server_busy(other, 450);
-  });
-  std::this_thread::sleep_for(50ms);
+  // The acquire script's reply comes after the 300 ms timeout.
+  stall_server(server, 450);
   std::error_code ec;
   auto hold = lock.try_acquire_for(0ms, ec);
-  blocker.get();
-  // The script ran once the server was free; HGET then finds our field.
+  // The script ran once the server was free; its win marker says so.
   CHECK(!ec);
   REQUIRE(hold);
   CHECK(server.command({"HGET", "limbo", redis.client_id() + ":" + FixedHash::thread_owner()}) == "1");
@@ -314,21 +307,16 @@ TEST_CASE("a retried release never decrements a reentrant count twice", "[unknow
   lock.lock();
   CHECK(server.command({"HGET", "twice", field}) == "2");
 
-  dlock::RedisBackend other(server.url());
-  auto blocker = std::async(std::launch::async, [&] {
-    keep_server_busy(other, 450);
-  });
-  std::this_thread::sleep_for(50ms);
+  stall_server(server, 450);
   std::error_code ec;
   lock.unlock(ec);
   CHECK(ec == dlock::error::outcome_unknown);
-  blocker.get();
-  CHECK(server.command({"HGET", "twice", field}) == "1");  // the first attempt did run
+  CHECK(server.command({"HGET", "twice", field}) == "1");  // the first attempt did run (after the pause)
 
   lock.unlock(ec);  // the retry: answered from the marker, no second decrement
   CHECK(!ec);
   CHECK(server.command({"HGET", "twice", field}) == "1");
-  CHECK(lock.held_by(FixedHash::thread_owner()) == 1);
+  CHECK(lock.held_by_this_thread() == 1);
   lock.unlock();
   CHECK(server.command({"EXISTS", "twice"}) == "0");
 }

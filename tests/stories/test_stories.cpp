@@ -204,20 +204,21 @@ TEST_CASE("story: work that outlasts a fixed lease overlaps the next holder; the
     auto work_started = std::chrono::steady_clock::now();
     auto other = std::async(std::launch::async, [&] {
       auto h = second.try_acquire_for(3s);
-      return std::chrono::steady_clock::now();
+      return std::pair{bool(h), std::chrono::steady_clock::now()};
     });
     std::this_thread::sleep_for(700ms);  // the work: longer than the 300 ms lease
     auto work_ended = std::chrono::steady_clock::now();
     std::error_code ec;
     hold.release(ec);
-    auto other_got_it = other.get();
-    return std::tuple{other_got_it < work_ended, ec, other_got_it - work_started};
+    auto [got, other_got_it] = other.get();
+    return std::tuple{got, other_got_it < work_ended, ec, other_got_it - work_started};
   };
   SECTION("fixed lease: the second client gets in while the first still works") {
     using L = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
     L first(a, "report", {}, r::FixedLease{300ms}, w::Spin{10ms});
     L second(b, "report", {}, r::FixedLease{300ms}, w::Spin{10ms});
-    auto [overlapped, ec, after] = run(first, second);
+    auto [got, overlapped, ec, after] = run(first, second);
+    CHECK(got);
     CHECK(overlapped);
     CHECK(ec == dlock::error::lease_lost);  // the first learns it only at release
   }
@@ -225,7 +226,8 @@ TEST_CASE("story: work that outlasts a fixed lease overlaps the next holder; the
     using L = dlock::Lock<dlock::RedisBackend, o::Token, r::Watchdog, w::Spin>;
     L first(a, "report", {}, r::Watchdog{300ms}, w::Spin{10ms});
     L second(b, "report", {}, r::Watchdog{300ms}, w::Spin{10ms});
-    auto [overlapped, ec, after] = run(first, second);
+    auto [got, overlapped, ec, after] = run(first, second);
+    CHECK(got);  // after the first released
     CHECK_FALSE(overlapped);
     CHECK(!ec);
     CHECK(after >= 690ms);

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -18,9 +20,13 @@ struct hold_record {
   std::string name;   ///< the lock's key
   std::string owner;  ///< what proves ownership in Redis: token, hash field, or value
   std::chrono::milliseconds lease{0};  ///< 0: the key never expires
-  /// Names one release (and its retries after outcome_unknown) so that the
-  /// release script can answer a retry without acting twice.
+  /// Names the release being sent (and its retries after outcome_unknown)
+  /// so that the release script can answer a retry without acting twice.
+  /// Set by the lock inside the owner's gate, right before the release.
   std::string release_id;
+  /// Names the acquire try being sent, so that an ownership that remembers
+  /// its wins (ReentrantHash) can tell whether a lost reply was a win.
+  std::string attempt_id;
   int hold_count = 0;  ///< reentrant depth held by this process (lock's mutex)
 
   /// Until when the lease is known to be valid, as steady_clock nanoseconds;
@@ -49,7 +55,7 @@ struct hold_record {
       if (lost_.exchange(true)) return;
       callbacks.swap(on_lost_);
     }
-    for (auto& cb : callbacks) cb();
+    for (auto& cb : callbacks) run(cb);
   }
 
   /// Runs `cb` when the hold is found lost (at once if it already is).
@@ -61,10 +67,22 @@ struct hold_record {
         return;
       }
     }
-    cb();
+    run(cb);
   }
 
  private:
+  // A loss callback must not throw (it runs on the backend's thread, inside
+  // renewal or release); if one does, say so rather than end the process.
+  static void run(const std::function<void()>& cb) noexcept {
+    try {
+      cb();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlock: a lock-loss callback threw: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "dlock: a lock-loss callback threw\n");
+    }
+  }
+
   std::atomic<bool> lost_{false};
   std::mutex m_;
   std::vector<std::function<void()>> on_lost_;

@@ -32,6 +32,8 @@ class renewal_service {
   explicit renewal_service(B& backend) : impl_(std::make_shared<impl>(backend)) {
     asio::co_spawn(impl_->strand, impl::run(impl_), asio::detached);
   }
+  /// Stops at once: no batch is sent after this returns, and replies still
+  /// on their way touch nothing (the backend may be gone by then).
   ~renewal_service() { impl_->stop(); }
   renewal_service(const renewal_service&) = delete;
   renewal_service& operator=(const renewal_service&) = delete;
@@ -75,29 +77,31 @@ class renewal_service {
     asio::steady_timer timer;
     mutable std::mutex m;
     std::map<const hold_record*, entry> entries;
-    bool stopped = false;
+    bool stopped = false;  // under m
     std::atomic<std::size_t> batches{0}, renewals{0};
 
     void wake() {
       asio::post(strand, [self = this->shared_from_this()] { self->timer.cancel(); });
     }
     void stop() {
-      asio::post(strand, [self = this->shared_from_this()] {
-        self->stopped = true;
-        self->timer.cancel();
-      });
+      {
+        std::lock_guard g(m);
+        stopped = true;
+        entries.clear();
+      }
+      wake();
     }
 
     static asio::awaitable<void> run(std::shared_ptr<impl> self) {
-      while (!self->stopped) {
+      for (;;) {
         auto next = steady::time_point::max();
         {
           std::lock_guard g(self->m);
+          if (self->stopped) co_return;
           for (auto& [k, e] : self->entries) next = std::min(next, e.next_due);
         }
         self->timer.expires_at(next);
         co_await self->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        if (self->stopped) break;
         self->send_due();
       }
     }
@@ -105,6 +109,7 @@ class renewal_service {
     // Sends one pipeline with every entry due within half its period.
     void send_due() {
       std::lock_guard g(m);
+      if (stopped) return;
       auto now = steady::now();
       std::vector<std::pair<const hold_record*, std::weak_ptr<hold_record>>> batch;
       redis::request req;
@@ -132,12 +137,17 @@ class renewal_service {
     void on_replies(const std::vector<std::pair<const hold_record*, std::weak_ptr<hold_record>>>& batch,
                     steady::time_point sent, error_code ec, const redis::response& replies) {
       std::vector<std::shared_ptr<hold_record>> lost;
-      std::vector<script_call> reload;
+      std::vector<const redis::script*> reload;
       {
         std::lock_guard g(m);
+        if (stopped) return;
         for (std::size_t i = 0; i < batch.size(); ++i) {
           auto it = entries.find(batch[i].first);
           if (it == entries.end()) continue;  // released meanwhile
+          // The same address may belong to a newer hold by now: the reply is
+          // about the record it was sent for, or about nothing.
+          const auto& sent_for = batch[i].second;
+          if (sent_for.owner_before(it->second.record) || it->second.record.owner_before(sent_for)) continue;
           auto rec = it->second.record.lock();
           if (!rec) {
             entries.erase(it);
@@ -151,7 +161,8 @@ class renewal_service {
             lost.push_back(rec);  // the key is gone or someone else's
             entries.erase(it);
           } else if (v && redis::detail::is_noscript(*v)) {
-            reload.push_back(it->second.call);
+            if (std::find(reload.begin(), reload.end(), it->second.call.script) == reload.end())
+              reload.push_back(it->second.call.script);
             it->second.next_due = steady::now();
           } else if (rec->remaining() == milliseconds::zero()) {
             // Renewal failed (connection down, outcome unknown) until the
@@ -162,13 +173,16 @@ class renewal_service {
             it->second.next_due = steady::now() + std::min(it->second.period / 4, milliseconds(1000));
           }
         }
-      }
-      for (auto& call : reload) {
-        // Reload the script; the entry is retried at the next tick.
-        backend.async_eval(*call.script, call.keys, call.args, [](error_code, redis::value) {});
+        for (auto* script : reload) {
+          // Load, do not run: a renewal sent from here would bypass the
+          // ordering that remove() promises. Sent under `m`, so never after
+          // stop(). The entry is retried at the next tick.
+          backend.async_exec(redis::request().push("SCRIPT", "LOAD", script->source()),
+                             [](error_code, redis::response) {});
+        }
       }
       for (auto& rec : lost) rec->mark_lost();
-      if (!reload.empty() || !lost.empty()) wake();  // reschedule from the service's strand
+      wake();  // every entry of the batch got a new due time
     }
   };
 

@@ -91,12 +91,11 @@ class RedisBackend {
                                         std::forward<CompletionToken>(token));
   }
 
-  /// True on the backend's private I/O thread, where blocking calls would
-  /// wait for themselves. (Always false for a backend on a caller's
-  /// executor: there the caller must not block the executor's threads.)
-  bool on_io_thread() const noexcept {
-    return own_context_ && std::this_thread::get_id() == io_thread_.get_id();
-  }
+  /// True where a blocking call would wait for itself: on the private I/O
+  /// thread, or inside a caller's io_context or thread_pool (or a strand of
+  /// one) that runs this backend. (Other executor types cannot be asked;
+  /// there the caller must not block the executor's threads.)
+  bool on_io_thread() const noexcept;
 
   /// One `Service` per backend, made on first use as `Service(*this)` and
   /// destroyed before the connections (the watchdog's renewal timer is one).

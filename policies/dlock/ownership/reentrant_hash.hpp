@@ -16,7 +16,10 @@ namespace dlock::ownership {
 /// Differences from Redisson, all on dlock's side of the wire: a release
 /// that finds the key gone still publishes (as Redisson does) but reports
 /// lease_lost rather than success; a retried release after outcome_unknown
-/// is answered from a short-lived marker key, so it never decrements twice.
+/// is answered from a short-lived marker key, so it never decrements twice;
+/// a winning acquire leaves such a marker too, so that a lost acquire reply
+/// is resolved exactly. Markers live `release_memory.window` (10 s) and
+/// share the lock's cluster slot.
 struct ReentrantHash {
   static constexpr const char* policy_name = "hash";
   static constexpr bool owner_checked = true;
@@ -42,18 +45,22 @@ struct ReentrantHash {
     return client_id + ":" + owner_id;
   }
 
-  // KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner field.
-  // nil: acquired or re-entered; otherwise the holder's PTTL.
+  // KEYS[1] lock, KEYS[2] acquire marker; ARGV[1] lease ms, ARGV[2] owner
+  // field, ARGV[3] marker ttl ms.
+  // nil: acquired or re-entered (and the marker remembers it); otherwise
+  // the holder's PTTL.
   static const redis::script& acquire_script() {
     static const redis::script s(R"lua(
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
   return nil
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
   return nil
 end
 return redis.call('PTTL', KEYS[1])
@@ -110,8 +117,8 @@ return 0
     auto sent = detail::steady::now();
     // Named vectors, not braced lists: g++ 12 miscompiles initializer lists
     // inside co_await expressions ("array used as initializer").
-    std::vector<std::string> keys{rec.name};
-    std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner};
+    std::vector<std::string> keys{rec.name, detail::release_memory::acquire_key(rec)};
+    std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl()};
     auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.is_null()) {
@@ -139,13 +146,14 @@ return 0
     }
   }
 
-  /// The hold count Redis has for this owner (0 if none).
+  /// After an acquire whose reply was lost: whether that try won, read from
+  /// the marker a winning try leaves (a count comparison would be fooled by
+  /// another Lock object sharing this owner's field).
   template <class B>
-  asio::awaitable<std::pair<error_code, long long>> held_count(B& backend,
-                                                               const detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("HGET", rec.name, rec.owner));
-    if (ec) co_return std::pair{ec, 0LL};
-    co_return std::pair{error_code{}, v.is_string() ? std::stoll(v.str) : 0LL};
+  asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
+    auto [ec, v] =
+        co_await detail::command(backend, redis::request().push("EXISTS", detail::release_memory::acquire_key(rec)));
+    co_return std::pair{ec, !ec && v.type == redis::kind::integer && v.integer == 1};
   }
 
   script_call extend_call(const detail::hold_record& rec) const {

@@ -48,9 +48,13 @@ struct SetNx {
       auto sent = detail::steady::now();
       auto [eec, ev] =
           co_await detail::command(backend, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
-      // The lock is ours either way; without its expiry it would never free,
-      // so a failed PEXPIRE is reported (as A1b's failure) and not hidden.
-      if (eec) co_return std::pair{eec, attempt{true, std::nullopt}};
+      if (eec) {
+        // A key without its expiry would never free: give it back and
+        // report the failure. If the DEL cannot get through either, this is
+        // A1b's failure for real, and the caller still learns of it.
+        co_await detail::command(backend, redis::request().push("DEL", rec.name));
+        co_return std::pair{eec, attempt{}};
+      }
       rec.set_valid_until(sent + rec.lease);
     }
     co_return std::pair{error_code{}, attempt{true, std::nullopt}};

@@ -92,13 +92,13 @@ return 0
     co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
   }
 
-  /// 1 when the key holds this hold's token, else 0.
+  /// After an acquire whose reply was lost: whether the key holds this
+  /// try's token (the token is fresh per acquisition, so only our SET can
+  /// have put it there).
   template <class B>
-  asio::awaitable<std::pair<error_code, long long>> held_count(B& backend,
-                                                               const detail::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
     auto [ec, v] = co_await detail::command(backend, redis::request().push("GET", rec.name));
-    if (ec) co_return std::pair{ec, 0LL};
-    co_return std::pair{error_code{}, v.is_string() && v.str == rec.owner ? 1LL : 0LL};
+    co_return std::pair{ec, !ec && v.is_string() && v.str == rec.owner};
   }
 
   script_call extend_call(const detail::hold_record& rec) const {

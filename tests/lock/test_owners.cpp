@@ -1,0 +1,222 @@
+// One owner used from several places at once, holds that outlive their
+// lease or their release, and the edges of the API: each case here broke an
+// earlier version of the Lock host.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <dlock/dlock.hpp>
+#include <support/polling.hpp>
+#include <support/redis_server.hpp>
+
+#include "lock_support.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::redis_server;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+namespace asio = boost::asio;
+
+using HashLock = dlock::Lock<>;
+using TokenLock = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
+using Renewals = dlock::detail::renewal_service<dlock::RedisBackend>;
+
+TEST_CASE("two releases of one reentrant owner at once both count", "[owners]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  HashLock lock(redis, "twin");
+  auto& renewals = redis.use_service<Renewals>();
+  for (int round = 0; round < 20; ++round) {
+    auto h1 = lock.async_acquire("w", asio::use_future).get();
+    auto h2 = lock.async_acquire("w", asio::use_future).get();
+    REQUIRE(lock.held_by("w") == 2);
+    auto a = h1.async_release(asio::use_future);
+    auto b = h2.async_release(asio::use_future);
+    a.get();  // throws on any error
+    b.get();
+    CHECK(lock.held_by("w") == 0);
+    CHECK(server.command({"EXISTS", "twin"}) == "0");
+    CHECK(renewals.size() == 0);
+  }
+}
+
+TEST_CASE("two first acquires of one async owner at once share one hold", "[owners]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  HashLock lock(redis, "pair");
+  for (int round = 0; round < 20; ++round) {
+    auto f1 = lock.async_acquire("w", asio::use_future);
+    auto f2 = lock.async_acquire("w", asio::use_future);
+    auto h1 = f1.get();
+    auto h2 = f2.get();
+    REQUIRE(lock.held_by("w") == 2);
+    CHECK(server.command({"HGET", "pair", redis.client_id() + ":async:w"}) == "2");
+    std::error_code e1, e2;
+    h1.release(e1);
+    h2.release(e2);
+    CHECK(e1 == std::error_code{});
+    CHECK(e2 == std::error_code{});
+    CHECK(server.command({"EXISTS", "pair"}) == "0");
+  }
+}
+
+TEST_CASE("a hold found lost does not poison the owner's next acquire", "[owners][watchdog]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  HashLock lock(redis, "phoenix", {}, r::Watchdog{450ms});
+  auto& renewals = redis.use_service<Renewals>();
+  auto old_hold = lock.acquire();
+  server.command({"DEL", "phoenix"});
+  REQUIRE(dlock::test::wait_until([&] { return old_hold.lost(); }, 3s));
+
+  auto hold = lock.acquire();  // the same thread: a new hold, not a re-entry
+  CHECK_FALSE(hold.lost());
+  CHECK(lock.held_by_this_thread() == 1);
+  CHECK(renewals.size() == 1);
+  std::this_thread::sleep_for(1200ms);  // more than two leases: renewed
+  CHECK(server.command({"EXISTS", "phoenix"}) == "1");
+  CHECK_FALSE(hold.lost());
+
+  std::error_code ec;
+  old_hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+  CHECK(server.command({"EXISTS", "phoenix"}) == "1");  // the old hold touched nothing
+  hold.release();
+  CHECK(server.command({"EXISTS", "phoenix"}) == "0");
+}
+
+TEST_CASE("thread owners and async owner ids never collide", "[owners]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  HashLock lock(redis, "names");
+  std::scoped_lock held(lock);
+  // An async owner spelled like this thread's number is another owner.
+  auto other = lock.async_try_acquire_for(HashLock::thread_owner(), 50ms, asio::use_future);
+  try {
+    other.get();
+    FAIL("an async owner re-entered a thread's hold");
+  } catch (const boost::system::system_error& e) {
+    CHECK(e.code() == dlock::error::not_acquired);
+  }
+  CHECK(lock.held_by_this_thread() == 1);
+  // Empty owner ids are refused.
+  try {
+    lock.async_try_acquire_for("", 0ms, asio::use_future).get();
+    FAIL("an empty owner id was accepted");
+  } catch (const boost::system::system_error& e) {
+    CHECK(e.code() == dlock::error::invalid_argument);
+  }
+}
+
+TEST_CASE("releasing an empty hold asynchronously is not_owner", "[owners][api]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  HashLock lock(redis, "nothing");
+  HashLock::hold_type empty;
+  auto f = empty.async_release(asio::use_future);
+  try {
+    f.get();
+    FAIL("an empty hold released");
+  } catch (const boost::system::system_error& e) {
+    CHECK(e.code() == dlock::error::not_owner);
+  }
+}
+
+TEST_CASE("a hold dropped inside a coroutine on the caller's io_context releases without deadlock", "[owners][api]") {
+  redis_server server;
+  asio::io_context io;
+  dlock::RedisBackend redis(io.get_executor(), server.url());
+  TokenLock lock(redis, "inside", {}, r::FixedLease{30s}, w::Spin{10ms});
+  std::atomic<bool> held{false};
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto [ec, hold] = co_await lock.async_acquire("job", asio::as_tuple(asio::use_awaitable));
+        held = !ec && hold;
+        // `hold` is destroyed here, on the only thread that runs `io`.
+      },
+      asio::detached);
+  std::promise<void> ran;
+  std::thread runner([&] {
+    io.run_for(3s);
+    ran.set_value();
+  });
+  if (ran.get_future().wait_for(10s) != std::future_status::ready) {
+    FAIL_CHECK("the io_context deadlocked in ~Hold");
+    std::_Exit(1);  // the runner thread cannot be joined
+  }
+  runner.join();
+  CHECK(held);
+  CHECK(server.command({"EXISTS", "inside"}) == "0");
+}
+
+TEST_CASE("a release that fails in ~Hold stops renewal; the lock lapses", "[owners][watchdog]") {
+  redis_server server;
+  // The backend logs in as its own user, so that the test can lock it out
+  // while the server (and the lock's key) stays up.
+  server.command({"ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all"});
+  auto cfg = dlock::redis::parse_url("redis://locker:pw@127.0.0.1:" + std::to_string(server.port()));
+  cfg.command_timeout = 500ms;
+  dlock::RedisBackend redis(cfg);
+  auto& renewals = redis.use_service<Renewals>();
+  HashLock lock(redis, "stuck", {}, r::Watchdog{900ms});
+  std::promise<std::error_code> reported;
+  lock.set_error_handler([&](std::error_code ec, const std::string&) { reported.set_value(ec); });
+  {
+    auto hold = lock.acquire();
+    server.command({"ACL", "SETUSER", "locker", "resetpass", ">changed"});
+    server.command({"CLIENT", "KILL", "USER", "locker"});
+  }  // the release cannot be sent: the reconnect fails its AUTH
+  auto f = reported.get_future();
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  CHECK(f.get() == dlock::error::auth_failed);
+  CHECK(renewals.size() == 0);
+  CHECK(lock.held_by_this_thread() == 0);
+  // Let the backend back in: nothing renews the abandoned lock any more.
+  server.command({"ACL", "SETUSER", "locker", "resetpass", ">pw"});
+  CHECK(dlock::test::wait_until([&] { return server.command({"EXISTS", "stuck"}) == "0"; }, 5s));
+}
+
+TEST_CASE("a huge timeout means no deadline, not an overflow", "[owners][api]") {
+  redis_server server;
+  dlock::RedisBackend a(server.url()), b(server.url());
+  TokenLock holder(a, "long", {}, r::FixedLease{30s}, w::Spin{10ms});
+  TokenLock waiter(b, "long", {}, r::FixedLease{30s}, w::Spin{10ms});
+  auto hold = holder.acquire();
+  auto got = std::async(std::launch::async, [&] {
+    bool ok = waiter.try_lock_for(std::chrono::hours::max());
+    if (ok) waiter.unlock();
+    return ok;
+  });
+  CHECK(got.wait_for(300ms) == std::future_status::timeout);  // still waiting
+  hold.release();
+  REQUIRE(got.wait_for(5s) == std::future_status::ready);
+  CHECK(got.get());
+}
+
+TEST_CASE("SetNx gives the key back when its EXPIRE fails", "[owners][setnx]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  o::SetNx cut;
+  cut.between_setnx_and_expire = [&] { redis.connection().drop_connection(); };
+  dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::TryOnce> lock(redis, "naked", cut, r::FixedLease{30s});
+  std::error_code ec;
+  try {
+    lock.try_lock();
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  CHECK(ec == dlock::error::outcome_unknown);
+  // The PEXPIRE was lost with the connection; the DEL went out after the
+  // reconnect, so no key is left without an expiry.
+  CHECK(server.command({"EXISTS", "naked"}) == "0");
+  CHECK(lock.held_by_this_thread() == 0);
+}
