@@ -295,6 +295,12 @@ TEST_CASE("completion tokens: callback, use_future, use_awaitable, deferred", "[
   // use_future reports a server error as an exception.
   auto bad = redis.async_command(request().push("NOSUCHCOMMAND"), asio::use_future);
   CHECK_THROWS(bad.get());
+
+  // use_future completes on Asio's system thread pool, which goes on to
+  // destroy the finished operation, and the copies of the connection's
+  // strand it holds, after the future is ready. They must not outlive
+  // `io`'s io_context: give that thread a moment.
+  std::this_thread::sleep_for(200ms);
 }
 
 TEST_CASE("cancelling a request that was not written removes it", "[connection][cancel]") {
