@@ -71,7 +71,8 @@ TEST_CASE("two first acquires of one async owner at once share one hold", "[owne
 TEST_CASE("a hold found lost does not poison the owner's next acquire", "[owners][watchdog]") {
   redis_server server;
   dlock::RedisBackend redis(server.url());
-  HashLock lock(redis, "phoenix", {}, r::Watchdog{450ms});
+  const auto lease = dlock::test::scaled(450ms);
+  HashLock lock(redis, "phoenix", {}, r::Watchdog{lease});
   auto& renewals = redis.use_service<Renewals>();
   auto old_hold = lock.acquire();
   server.command({"DEL", "phoenix"});
@@ -81,7 +82,7 @@ TEST_CASE("a hold found lost does not poison the owner's next acquire", "[owners
   CHECK_FALSE(hold.lost());
   CHECK(lock.held_by_this_thread() == 1);
   CHECK(renewals.size() == 1);
-  std::this_thread::sleep_for(1200ms);  // more than two leases: renewed
+  std::this_thread::sleep_for(lease * 8 / 3);  // more than two leases: renewed
   CHECK(server.command({"EXISTS", "phoenix"}) == "1");
   CHECK_FALSE(hold.lost());
 
@@ -224,4 +225,21 @@ TEST_CASE("SetNx gives the key back when its EXPIRE fails", "[owners][setnx]") {
   // No key is left without an expiry.
   CHECK(server.command({"EXISTS", "naked"}) == "0");
   CHECK(lock.held_by_this_thread() == 0);
+}
+
+TEST_CASE("the first renewal is timed from when the lease began, not from a late reply", "[owners][watchdog]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  auto& renewals = redis.use_service<Renewals>();
+  // A hold registered late (its acquire reply was read 2 s after the lease
+  // began, with 1 s of its 3 s lease left): its first renewal is overdue.
+  auto rec = std::make_shared<dlock::detail::hold_record>();
+  rec->name = "late";
+  rec->owner = "token";
+  rec->lease = 3s;
+  rec->set_valid_until(std::chrono::steady_clock::now() + 1s);
+  renewals.add(rec, o::Token{}.extend_call(*rec), 1s);
+  // Due at once, not one period (1 s, sent from half of it) after add().
+  CHECK(dlock::test::wait_until([&] { return renewals.renewals_sent() >= 1; }, 250ms));
+  renewals.remove(rec.get());
 }

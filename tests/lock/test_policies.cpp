@@ -44,11 +44,12 @@ void stall_server(redis_server& s, int ms) { s.command({"CLIENT", "PAUSE", std::
 TEST_CASE("the watchdog keeps a lock for more than three leases and stops at release", "[watchdog]") {
   redis_server server;
   dlock::RedisBackend redis(server.url());
-  WatchdogToken lock(redis, "job", {}, r::Watchdog{300ms}, w::Spin{10ms});
+  const auto lease = dlock::test::scaled(300ms);
+  WatchdogToken lock(redis, "job", {}, r::Watchdog{lease}, w::Spin{10ms});
   auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
   {
     auto hold = lock.acquire();
-    std::this_thread::sleep_for(1100ms);  // more than three leases
+    std::this_thread::sleep_for(lease * 11 / 3);  // more than three leases
     CHECK(server.command({"EXISTS", "job"}) == "1");
     CHECK(pttl(server, "job") > 0);
     CHECK_FALSE(hold.lost());
@@ -59,7 +60,7 @@ TEST_CASE("the watchdog keeps a lock for more than three leases and stops at rel
   CHECK(renewals.size() == 0);
   CHECK(server.command({"EXISTS", "job"}) == "0");
   auto sent = renewals.renewals_sent();
-  std::this_thread::sleep_for(400ms);
+  std::this_thread::sleep_for(lease * 4 / 3);
   CHECK(renewals.renewals_sent() == sent);  // nothing renews a released lock
 }
 
@@ -68,7 +69,7 @@ TEST_CASE("destroying the lock object stops its renewals and releases", "[watchd
   dlock::RedisBackend redis(server.url());
   auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
   {
-    WatchdogHash lock(redis, "scoped", {}, r::Watchdog{300ms});
+    WatchdogHash lock(redis, "scoped", {}, r::Watchdog{dlock::test::scaled(300ms)});
     lock.lock();
     lock.lock();
     CHECK(renewals.size() == 1);
@@ -85,11 +86,11 @@ TEST_CASE("one round trip renews many held locks", "[watchdog]") {
   std::vector<WatchdogHash::hold_type> holds;
   for (int i = 0; i < 40; ++i) {
     locks.push_back(std::make_unique<WatchdogHash>(redis, "many:" + std::to_string(i), o::ReentrantHash{},
-                                                   r::Watchdog{600ms}));
+                                                   r::Watchdog{dlock::test::scaled(600ms)}));
     holds.push_back(locks.back()->acquire());
   }
   auto batches0 = renewals.batches_sent(), renewals0 = renewals.renewals_sent();
-  std::this_thread::sleep_for(1300ms);
+  std::this_thread::sleep_for(dlock::test::scaled(1300ms));
   auto batches = renewals.batches_sent() - batches0, sent = renewals.renewals_sent() - renewals0;
   CHECK(sent >= 80);                 // every lock renewed at least twice
   CHECK(batches * 10 <= sent);       // in few round trips, not one each
@@ -101,7 +102,7 @@ TEST_CASE("one round trip renews many held locks", "[watchdog]") {
 TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[watchdog]") {
   redis_server server;
   dlock::RedisBackend redis(server.url());
-  WatchdogHash lock(redis, "fragile", {}, r::Watchdog{300ms});
+  WatchdogHash lock(redis, "fragile", {}, r::Watchdog{dlock::test::scaled(300ms)});
   auto hold = lock.acquire();
   std::atomic<bool> told{false};
   hold.on_lost([&] { told = true; });
@@ -118,7 +119,7 @@ TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[wat
 TEST_CASE("a watchdog never extends someone else's lock", "[watchdog]") {
   redis_server server;
   dlock::RedisBackend redis(server.url());
-  WatchdogToken lock(redis, "swapped", {}, r::Watchdog{300ms}, w::Spin{10ms});
+  WatchdogToken lock(redis, "swapped", {}, r::Watchdog{dlock::test::scaled(300ms)}, w::Spin{10ms});
   auto hold = lock.acquire();
   // Someone else's value, with a short expiry of its own.
   server.command({"SET", "swapped", "not-our-token", "PX", "5000"});

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <dlock/dlock.hpp>
+#include <support/polling.hpp>
 #include <support/redis_server.hpp>
 
 #include "../lock/lock_support.hpp"
@@ -199,14 +200,16 @@ TEST_CASE("story: a skewed wall clock lets GetSetExpiry steal a live lock (A3's 
 TEST_CASE("story: work that outlasts a fixed lease overlaps the next holder; the watchdog prevents it", "[story]") {
   redis_server server;
   dlock::RedisBackend a(server.url()), b(server.url());
+  // The work takes 7/3 of a lease (stretched together under sanitizers).
+  const auto lease = dlock::test::scaled(300ms), work = lease * 7 / 3;
   auto run = [&](auto& first, auto& second) {
     auto hold = first.acquire();
     auto work_started = std::chrono::steady_clock::now();
     auto other = std::async(std::launch::async, [&] {
-      auto h = second.try_acquire_for(3s);
+      auto h = second.try_acquire_for(work * 3);
       return std::pair{bool(h), std::chrono::steady_clock::now()};
     });
-    std::this_thread::sleep_for(700ms);  // the work: longer than the 300 ms lease
+    std::this_thread::sleep_for(work);  // longer than the lease
     auto work_ended = std::chrono::steady_clock::now();
     std::error_code ec;
     hold.release(ec);
@@ -215,8 +218,8 @@ TEST_CASE("story: work that outlasts a fixed lease overlaps the next holder; the
   };
   SECTION("fixed lease: the second client gets in while the first still works") {
     using L = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
-    L first(a, "report", {}, r::FixedLease{300ms}, w::Spin{10ms});
-    L second(b, "report", {}, r::FixedLease{300ms}, w::Spin{10ms});
+    L first(a, "report", {}, r::FixedLease{lease}, w::Spin{10ms});
+    L second(b, "report", {}, r::FixedLease{lease}, w::Spin{10ms});
     auto [got, overlapped, ec, after] = run(first, second);
     CHECK(got);
     CHECK(overlapped);
@@ -224,12 +227,12 @@ TEST_CASE("story: work that outlasts a fixed lease overlaps the next holder; the
   }
   SECTION("watchdog: the lease is renewed while the work goes on") {
     using L = dlock::Lock<dlock::RedisBackend, o::Token, r::Watchdog, w::Spin>;
-    L first(a, "report", {}, r::Watchdog{300ms}, w::Spin{10ms});
-    L second(b, "report", {}, r::Watchdog{300ms}, w::Spin{10ms});
+    L first(a, "report", {}, r::Watchdog{lease}, w::Spin{10ms});
+    L second(b, "report", {}, r::Watchdog{lease}, w::Spin{10ms});
     auto [got, overlapped, ec, after] = run(first, second);
     CHECK(got);  // after the first released
     CHECK_FALSE(overlapped);
     CHECK(!ec);
-    CHECK(after >= 690ms);
+    CHECK(after >= work - 10ms);
   }
 }

@@ -37,6 +37,10 @@ struct hold_record {
   void set_valid_until(steady::time_point t) noexcept {
     valid_until_ns.store(t.time_since_epoch().count(), std::memory_order_release);
   }
+  steady::time_point valid_until() const noexcept {
+    auto until = valid_until_ns.load(std::memory_order_acquire);
+    return until == INT64_MAX ? steady::time_point::max() : steady::time_point(steady::duration(until));
+  }
   std::chrono::milliseconds remaining() const noexcept {
     auto until = valid_until_ns.load(std::memory_order_acquire);
     if (until == INT64_MAX) return std::chrono::milliseconds::max();

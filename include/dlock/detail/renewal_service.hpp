@@ -38,11 +38,16 @@ class renewal_service {
   renewal_service(const renewal_service&) = delete;
   renewal_service& operator=(const renewal_service&) = delete;
 
-  /// Renews `rec` every `period` with `call` while it is registered.
+  /// Renews `rec` every `period` with `call` while it is registered. The
+  /// first renewal is due one period after the lease began (when the
+  /// command that set it was sent), not after this call: a slow acquire
+  /// reply must not push the renewal past the lease.
   void add(const std::shared_ptr<hold_record>& rec, script_call call, milliseconds period) {
+    auto due = steady::now() + period;
+    if (auto until = rec->valid_until(); until != steady::time_point::max()) due = std::min(due, until - rec->lease + period);
     {
       std::lock_guard g(impl_->m);
-      impl_->entries[rec.get()] = entry{rec, std::move(call), period, steady::now() + period};
+      impl_->entries[rec.get()] = entry{rec, std::move(call), period, due};
     }
     impl_->wake();
   }
