@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -61,6 +62,20 @@ std::error_code increment_under(L& lock, RedisBackend& redis, const std::string&
   std::error_code ec;
   lock.unlock(ec);
   return ec;
+}
+
+/// The error an asynchronous operation completed with, from its
+/// `use_future` future (an empty code when it succeeded).
+template <class T>
+std::error_code error_of(std::future<T> f) {
+  try {
+    f.get();
+  } catch (const boost::system::system_error& e) {  // what Asio's completions throw
+    return e.code();
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+  return {};
 }
 
 /// The lock_worker program built beside the tests.
