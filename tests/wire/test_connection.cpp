@@ -44,6 +44,14 @@ std::future<dlock::redis::error_code> exec_error(Link& link, request req) {
   return f;
 }
 
+// Starts `conn` and gives how its first connect attempt ended.
+std::future<dlock::redis::error_code> first_connect(dlock::redis::connection& conn) {
+  auto connected = std::make_shared<std::promise<dlock::redis::error_code>>();
+  conn.start();
+  conn.async_wait_connected([connected](dlock::redis::error_code ec) { connected->set_value(ec); });
+  return connected->get_future();
+}
+
 }  // namespace
 
 TEST_CASE("a backend built from a URL runs commands on its own thread", "[connection]") {
@@ -515,10 +523,7 @@ TEST_CASE("a connect that throws is reported, not a silent hang", "[connection]"
   }
   dlock::test::io_thread io;
   dlock::redis::connection conn(io.ctx.get_executor(), cfg);
-  auto connected = std::make_shared<std::promise<dlock::redis::error_code>>();
-  conn.start();
-  conn.async_wait_connected([connected](dlock::redis::error_code ec) { connected->set_value(ec); });
-  auto c = connected->get_future();
+  auto c = first_connect(conn);
   REQUIRE(c.wait_for(5s) == std::future_status::ready);
   CHECK(c.get() == dlock::error::not_connected);
   // A request does not wait out its command timeout either.
@@ -543,10 +548,7 @@ TEST_CASE("a server that hangs up during the handshake means not_connected", "[c
 
   cfg.command_timeout = 300ms;
   dlock::redis::connection second(io.ctx.get_executor(), cfg);
-  auto connected = std::make_shared<std::promise<dlock::redis::error_code>>();
-  second.start();
-  second.async_wait_connected([connected](dlock::redis::error_code ec) { connected->set_value(ec); });
-  auto c = connected->get_future();
+  auto c = first_connect(second);
   REQUIRE(c.wait_for(5s) == std::future_status::ready);
   CHECK(c.get() == dlock::error::not_connected);
   auto f = exec_error(second, request().push("PING"));
