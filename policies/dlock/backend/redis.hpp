@@ -30,6 +30,12 @@ namespace dlock {
 /// blocking helpers (`exec`, `eval`, `command`) must not be called from the
 /// backend's own I/O thread (they would wait for themselves); they throw
 /// std::logic_error if they are.
+///
+/// Known limit: `async_eval` and `async_command` with `asio::use_future`
+/// complete on Asio's system thread, which can still be releasing this
+/// backend's executor a moment after the future became ready. Do not destroy
+/// the backend right after `.get()` on such a future; the blocking helpers
+/// and the Lock API have no such window.
 class RedisBackend {
  public:
   using executor_type = redis::asio::any_io_executor;
