@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -227,4 +228,24 @@ TEST_CASE("the first renewal is timed from when the lease began, not from a late
   // Due at once, not one period (1 s, sent from half of it) after add().
   CHECK(dlock::test::wait_until([&] { return renewals.renewals_sent() >= 1; }, 250ms));
   renewals.remove(rec.get());
+}
+
+TEST_CASE("std::unique_lock, try_lock_for and try_lock_until on any clock", "[owners][api]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  HashLock lock(redis, "std");
+  std::unique_lock guard(lock, std::defer_lock);
+  REQUIRE(guard.try_lock_for(1s));
+  CHECK(lock.held_by_this_thread() == 1);
+  // Another thread is another owner: it waits out its deadline (system_clock).
+  auto other = std::async(std::launch::async, [&] {
+    bool got = lock.try_lock_until(std::chrono::system_clock::now() + 100ms);
+    if (got) lock.unlock();
+    return got;
+  });
+  CHECK_FALSE(other.get());
+  guard.unlock();
+  CHECK(server.command({"EXISTS", "std"}) == "0");
+  CHECK(guard.try_lock_until(std::chrono::steady_clock::now() + 1s));
+  CHECK(server.command({"EXISTS", "std"}) == "1");
 }
