@@ -64,6 +64,16 @@ std::error_code increment_under(L& lock, RedisBackend& redis, const std::string&
   return ec;
 }
 
+/// Settings for a backend on `url` whose commands time out after
+/// `command_timeout`, with a health check slow enough (5 s) that only that
+/// timeout decides: for tests that stall the server to lose a reply.
+inline redis::config impatient(const std::string& url, std::chrono::milliseconds command_timeout) {
+  auto cfg = redis::parse_url(url);
+  cfg.command_timeout = command_timeout;
+  cfg.health_check_interval = std::chrono::seconds(5);
+  return cfg;
+}
+
 /// The error an asynchronous operation completed with, from its
 /// `use_future` future (an empty code when it succeeded).
 template <class T>

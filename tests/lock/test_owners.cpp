@@ -191,10 +191,7 @@ TEST_CASE("a huge timeout means no deadline, not an overflow", "[owners][api]") 
 
 TEST_CASE("SetNx gives the key back when its EXPIRE fails", "[owners][setnx]") {
   redis_server server;
-  auto cfg = dlock::redis::parse_url(server.url());
-  cfg.command_timeout = 400ms;
-  cfg.health_check_interval = 5s;
-  dlock::RedisBackend redis(cfg);
+  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 400ms));
   o::SetNx cut;
   // Between SETNX and PEXPIRE the server stalls for 1.5 command timeouts:
   // the PEXPIRE's reply is lost (outcome_unknown), the DEL that follows is

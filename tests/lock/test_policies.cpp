@@ -266,10 +266,7 @@ TEMPLATE_TEST_CASE("cancelling a waiting async_acquire leaves nothing held and n
 
 TEST_CASE("an acquire whose reply never came is outcome_unknown, not 'not acquired'", "[unknown]") {
   redis_server server;
-  auto cfg = dlock::redis::parse_url(server.url());
-  cfg.command_timeout = 300ms;
-  cfg.health_check_interval = 5s;
-  dlock::RedisBackend redis(cfg);
+  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 300ms));
   FixedToken lock(redis, "limbo", {}, r::FixedLease{30s}, w::Spin{10ms});
   server.pause();
   std::error_code ec;
@@ -281,10 +278,7 @@ TEST_CASE("an acquire whose reply never came is outcome_unknown, not 'not acquir
 
 TEST_CASE("a lost acquire reply is resolved by asking Redis whose the lock is", "[unknown]") {
   redis_server server;
-  auto cfg = dlock::redis::parse_url(server.url());
-  cfg.command_timeout = 300ms;
-  cfg.health_check_interval = 5s;
-  dlock::RedisBackend redis(cfg);
+  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 300ms));
   FixedHash lock(redis, "limbo", {}, r::FixedLease{30s}, w::Spin{10ms});
   lock.lock();  // load the scripts: a late NOSCRIPT would mean "did not run"
   lock.unlock();
@@ -300,10 +294,7 @@ TEST_CASE("a lost acquire reply is resolved by asking Redis whose the lock is", 
 
 TEST_CASE("a retried release never decrements a reentrant count twice", "[unknown][reentrancy]") {
   redis_server server;
-  auto cfg = dlock::redis::parse_url(server.url());
-  cfg.command_timeout = 300ms;
-  cfg.health_check_interval = 5s;
-  dlock::RedisBackend redis(cfg);
+  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 300ms));
   FixedHash lock(redis, "twice", {}, r::FixedLease{30s}, w::Spin{10ms});
   auto field = redis.client_id() + ":" + FixedHash::thread_owner();
   lock.lock();  // load the scripts: a late NOSCRIPT would mean "did not run"
