@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <tuple>
 
@@ -286,12 +287,16 @@ class Lock {
   /// How the lock keys an owner: a thread's number, or "async:" + the id
   /// given to the async interface (so the two never collide).
   static std::string owner_key(const std::string& owner_id, bool async) {
-    return async ? "async:" + owner_id : owner_id;
+    return async ? std::string(async_prefix) + owner_id : owner_id;
   }
-  static std::string owner_id_of(const std::string& key, bool async) { return async ? key.substr(6) : key; }
+  static std::string owner_id_of(const std::string& key, bool async) {
+    return async ? key.substr(async_prefix.size()) : key;
+  }
 
  private:
   friend class Hold<Lock>;
+
+  static constexpr std::string_view async_prefix = "async:";
 
   using acquire_result = std::pair<error_code, std::shared_ptr<detail::hold_record>>;
   using release_result = std::pair<error_code, std::string>;  // and the id to retry with
