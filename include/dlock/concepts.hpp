@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <concepts>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,37 @@ using std::chrono::milliseconds;
 
 /// The longest lock name dlock accepts, in bytes.
 inline constexpr std::size_t max_name_length = 4096;
+
+/// The longest lease dlock accepts: 10^12 ms, about 31.7 years. Redis itself
+/// refuses an expiry only when "now + lease" overflows, but a script that
+/// writes a key and then has its expiry refused leaves a key that never
+/// expires; dlock refuses such leases before anything is sent, and keeps
+/// its own steady-clock arithmetic (64-bit nanoseconds) far from overflow.
+inline constexpr milliseconds max_lease{1'000'000'000'000};
+
+/// How long before a lease could end, as the holder's own clock measures
+/// it, a hold counts as lost (its loss signal fires) unless a renewal was
+/// confirmed first: `delay + lease * drift`. The server cannot expire the
+/// key before the command that set it was sent plus the lease; the margin
+/// covers what that reasoning leaves out:
+/// - `drift`: the client's and the server's clocks running at different
+///   rates (1%, Redlock's clock drift factor; real clocks differ by parts
+///   per million, virtual machines and NTP slewing by more);
+/// - `delay`: this process noticing late (timer and thread scheduling).
+/// Defaults: 5 ms + 1%, so 12 ms for a 700 ms lease and 305 ms for 30 s.
+struct loss_margin {
+  double drift = 0.01;
+  milliseconds delay{5};
+
+  milliseconds of(milliseconds lease) const {
+    return delay + std::chrono::ceil<milliseconds>(std::chrono::duration<double, std::milli>(lease) * drift);
+  }
+  /// invalid_argument unless 0 <= drift < 1 and delay >= 0.
+  std::error_code validate() const {
+    if (!(drift >= 0.0 && drift < 1.0) || delay < milliseconds::zero()) return make_error_code(error::invalid_argument);
+    return {};
+  }
+};
 
 /// What one acquire attempt found.
 struct attempt {
@@ -95,13 +127,15 @@ concept Ownership = std::is_nothrow_move_constructible_v<O> && requires(const O&
 
 /// How long a hold lasts and who extends it: `lease()` is the key's time to
 /// live (zero: none); `renews` says whether a watchdog extends it every
-/// `period()` while held.
+/// `period()` while held; `margin()` is how long before the lease's end
+/// the hold counts as lost (see loss_margin).
 template <class R>
 concept Renewal = requires(const R& r) {
   { R::policy_name } -> std::convertible_to<std::string_view>;
   { R::renews } -> std::convertible_to<bool>;
   { r.lease() } -> std::same_as<milliseconds>;
   { r.period() } -> std::same_as<milliseconds>;
+  { r.margin() } -> std::same_as<milliseconds>;
   { r.validate() } -> std::same_as<std::error_code>;
 };
 
@@ -151,6 +185,15 @@ inline std::error_code validate_name(std::string_view name) {
 
 inline std::error_code validate_positive(milliseconds d, error e) {
   if (d <= milliseconds::zero()) return make_error_code(e);
+  return {};
+}
+
+/// invalid_lease unless 0 < lease <= max_lease and the margin leaves some
+/// of it (`usable`: the part of the lease the margin must stay within).
+inline std::error_code validate_lease(milliseconds lease, const loss_margin& margin, milliseconds usable) {
+  if (lease <= milliseconds::zero() || lease > max_lease) return make_error_code(error::invalid_lease);
+  if (auto ec = margin.validate()) return ec;
+  if (margin.of(lease) >= usable) return make_error_code(error::invalid_lease);
   return {};
 }
 
@@ -216,6 +259,23 @@ asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, redis::
   auto [ec, r] = co_await exec(backend, std::move(req));
   auto out = redis::detail::single_reply(ec, r);
   co_return out;
+}
+
+/// The integer a reply carries, or nullopt when it is of another type (a
+/// reply a policy does not expect is never read as a verdict).
+inline std::optional<std::int64_t> integer_of(const redis::value& v) {
+  if (v.type != redis::kind::integer) return std::nullopt;
+  return v.integer;
+}
+
+/// What a release by `DEL name` found: 1 released, 0 the key was gone
+/// (lost); any other reply is no verdict.
+inline std::pair<error_code, release_outcome> deleted(const error_code& ec, const redis::value& v) {
+  if (ec) return {ec, release_outcome::lease_lost};
+  auto n = integer_of(v);
+  if (n == 1) return {error_code{}, release_outcome::released};
+  if (n == 0) return {error_code{}, release_outcome::lease_lost};
+  return {make_error_code(error::unexpected_reply), release_outcome::lease_lost};
 }
 
 /// Whether a failed command may have run: outcome_unknown (sent, never

@@ -32,7 +32,8 @@ enum class error {
   // --- bad input, rejected before anything reaches Redis -----------------
   /// A lock name that is empty or longer than the limit (4 KiB).
   invalid_name,
-  /// A lease that is zero or negative.
+  /// A lease that is zero or negative, longer than dlock::max_lease
+  /// (10^12 ms), or too short for its loss margin.
   invalid_lease,
   /// A wait interval (spin, backoff, timeout) that is zero or negative.
   invalid_interval,

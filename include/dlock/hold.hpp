@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -53,23 +54,38 @@ class Hold {
   explicit operator bool() const noexcept { return record_ != nullptr; }
   bool owns_lock() const noexcept { return record_ != nullptr; }
 
-  /// How long the lease is known to be valid, measured from when the command
-  /// that last set it was sent; zero once expired or lost; max() for a lock
-  /// without expiry (renewal::None).
+  /// How long the hold is still safe to trust: until its loss deadline
+  /// (the send time of the last confirmed acquire or renewal, plus the
+  /// lease, minus the renewal policy's safety margin); zero once that has
+  /// passed or the hold is lost; max() for a lock without expiry
+  /// (renewal::None).
   std::chrono::milliseconds remaining_lease() const noexcept {
-    if (!record_ || record_->lost()) return std::chrono::milliseconds(0);
+    if (!record_) return std::chrono::milliseconds(0);
     return record_->remaining();
   }
 
-  /// True once renewal found the lock gone (someone else may hold it now).
+  /// True once the hold is lost: its loss deadline passed with no renewal
+  /// confirmed, or a renewal or release found the key gone or someone
+  /// else's. Someone else may hold the lock now. A lost hold stays lost,
+  /// even if a late renewal is confirmed afterwards.
   bool lost() const noexcept { return record_ && record_->lost(); }
 
-  /// Runs `callback` once when renewal finds the lock gone (at once if it
-  /// already has). It runs on the backend's I/O thread: it must not block;
-  /// typically it cancels the work the lock protects.
+  /// Runs `callback` once when the hold is lost (at once if it already is).
+  /// The signal comes no later than the loss deadline (see
+  /// remaining_lease()), before the server can have expired the key, and
+  /// so before another client can acquire it; it does not wait for a
+  /// stalled renewal to time out. It runs on the backend's I/O thread: it
+  /// must not block; typically it cancels the work the lock protects.
   void on_lost(std::function<void()> callback) {
     if (record_) record_->on_lost(std::move(callback));
   }
+
+  /// The same signal as a std::stop_token: stop is requested when the hold
+  /// is lost. Poll `stop_requested()` in the critical section, or attach a
+  /// std::stop_callback (it runs on the backend's I/O thread, or at once if
+  /// the hold is already lost). An empty hold gives a token that never
+  /// stops. The token stays valid after the hold is released or destroyed.
+  std::stop_token stop_token() const noexcept { return record_ ? record_->stop_token() : std::stop_token(); }
 
   /// Releases now. Throws std::system_error: lease_lost (the lock had
   /// expired or was taken: the protected work may have overlapped another

@@ -23,6 +23,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/lease_watch.hpp>
 #include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/renewal_service.hpp>
@@ -122,6 +123,7 @@ class Lock {
       auto rec = entry->rec;
       if (!can_wait) {
         if constexpr (RenewalT::renews) renewals().remove(rec.get());
+        watch().remove(rec.get());
         report(make_error_code(error::invalid_argument), "~Lock on the backend's own thread (holds lapse with their leases)");
         continue;
       }
@@ -346,6 +348,7 @@ class Lock {
   detail::renewal_service<BackendT>& renewals() {
     return backend_.template use_service<detail::renewal_service<BackendT>>();
   }
+  detail::lease_watch<BackendT>& watch() { return backend_.template use_service<detail::lease_watch<BackendT>>(); }
 
   template <class Rep, class Period>
   static detail::steady::time_point deadline_after(const std::chrono::duration<Rep, Period>& d) {
@@ -373,6 +376,7 @@ class Lock {
     rec->name = name_;
     rec->owner = ownership_.make_owner(backend_.client_id(), key);
     rec->lease = renewal_.lease();
+    rec->margin = renewal_.margin();
     return rec;
   }
 
@@ -432,8 +436,9 @@ class Lock {
             // A new hold: an unanswered release of an earlier one is moot.
             if (first) entry->pending_release.clear();
           }
-          if constexpr (RenewalT::renews) {
-            if (first) renewals().add(rec, ownership_.extend_call(*rec), renewal_.period());
+          if (first) {
+            watch().add(rec);
+            if constexpr (RenewalT::renews) renewals().add(rec, ownership_.extend_call(*rec), renewal_.period());
           }
           co_return acquire_result{error_code{}, rec};
         }
@@ -453,18 +458,18 @@ class Lock {
     }
   }
 
-  // One acquire command; a lost reply is resolved by asking Redis, where the
-  // ownership can tell (Token: is our token there? ReentrantHash: did our
-  // try leave its win marker?).
+  // One acquire command; a lost or unreadable reply is resolved by asking
+  // Redis, where the ownership can tell (Token: is our token there?
+  // ReentrantHash: did our try leave its win marker?).
   asio::awaitable<std::pair<error_code, attempt>> try_once(detail::hold_record& rec) {
     rec.attempt_id = detail::unique_id();
     auto sent = detail::steady::now();
     auto [ec, at] = co_await ownership_.try_acquire(backend_, rec);
     if constexpr (OwnershipT::resolves_unknown) {
-      if (ec == error::outcome_unknown) {
+      if (detail::may_have_run(ec)) {
         auto [rec_ec, won] = co_await ownership_.resolve(backend_, rec);
         if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
-        if (won) rec.set_valid_until(sent + rec.lease);
+        if (won) rec.confirm(sent);
         co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
       }
     }
@@ -475,6 +480,7 @@ class Lock {
   // its holders learn it.
   void retire(const std::shared_ptr<detail::hold_record>& rec) {
     if constexpr (RenewalT::renews) renewals().remove(rec.get());
+    watch().remove(rec.get());
     rec->mark_lost();
   }
 
@@ -516,6 +522,10 @@ class Lock {
       if (!hold_rec) id = std::exchange(entry->pending_release, std::string());
     }
     bool retry = !id.empty();
+    // A hold already signalled lost stays lost: the release still runs (the
+    // key may still be ours), but its holder hears lease_lost, as it did
+    // from the loss signal.
+    bool signalled = rec->lost();
     // Renewal stops before the release is queued: no renewal can follow it.
     if constexpr (RenewalT::renews) {
       if (last) renewals().remove(rec.get());
@@ -540,7 +550,7 @@ class Lock {
       co_return release_result{ec, id};
     }
     bool lost = outcome == release_outcome::lease_lost || outcome == release_outcome::not_owner;
-    bool others_lost = false;
+    bool others_lost = false, ended = false;
     {
       std::lock_guard g(mutex_);
       if (outcome == release_outcome::still_held && rec->hold_count > 1) {
@@ -552,20 +562,27 @@ class Lock {
         others_lost = outcome == release_outcome::released && rec->hold_count > 1;
         rec->hold_count = 0;
         if (entry->rec == rec) entry->rec = nullptr;
+        ended = true;
       }
     }
+    if (ended) watch().remove(rec.get());
     if (lost || others_lost) retire(rec);
-    co_return release_result{lost ? error_code(error::lease_lost) : error_code{}, std::string()};
+    co_return release_result{lost || signalled ? error_code(error::lease_lost) : error_code{}, std::string()};
   }
 
   // A release that failed where nobody can retry it: this process forgets
   // the hold, renewal stops with the last one, and the lock lapses.
   void drop_one(owner_entry& entry, const std::shared_ptr<detail::hold_record>& rec) {
-    std::lock_guard g(mutex_);
-    if (--rec->hold_count <= 0) {
-      rec->hold_count = 0;
-      if (entry.rec == rec) entry.rec = nullptr;
+    bool ended = false;
+    {
+      std::lock_guard g(mutex_);
+      if (--rec->hold_count <= 0) {
+        rec->hold_count = 0;
+        if (entry.rec == rec) entry.rec = nullptr;
+        ended = true;
+      }
     }
+    if (ended) watch().remove(rec.get());
   }
 
   template <class CompletionToken>

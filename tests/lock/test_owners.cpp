@@ -220,7 +220,7 @@ TEST_CASE("the first renewal is timed from when the lease began, not from a late
   rec->name = "late";
   rec->owner = "token";
   rec->lease = 3s;
-  rec->set_valid_until(std::chrono::steady_clock::now() + 1s);
+  rec->confirm(std::chrono::steady_clock::now() - 2s);  // valid for 1 s more
   renewals.add(rec, o::Token{}.extend_call(*rec), 1s);
   // Due at once, not one period (1 s, sent from half of it) after add().
   CHECK(dlock::test::wait_until([&] { return renewals.renewals_sent() >= 1; }, 250ms));

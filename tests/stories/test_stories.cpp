@@ -147,12 +147,14 @@ TEST_CASE("story: without a token, a late release deletes the next owner's lock"
     auto h1 = first.acquire();
     std::this_thread::sleep_for(300ms);  // A's work outlasts its lease
     auto h2 = second.acquire();
-    h1.release();                                       // no error: A cannot tell
+    CHECK(h1.lost());  // A's loss signal fired when its lease could end
+    std::error_code ec;
+    h1.release(ec);  // A hears lease_lost, but SetNx's DEL checks no owner: it runs
+    CHECK(ec == dlock::error::lease_lost);
     CHECK(server.command({"EXISTS", "order"}) == "0");  // B holds a lock that is gone
     L third(a, "order", {}, r::FixedLease{10s}, w::Spin{10ms});
     auto intruder = std::async(std::launch::async, [&] { return third.try_lock(); });
     CHECK(intruder.get());  // a third client walks in beside B
-    std::error_code ec;
     third.unlock(ec);
   }
   SECTION("Token: the late release is refused, and B keeps its lock") {

@@ -1,5 +1,6 @@
 // What dlock knows locally about one hold of a lock: its key, its owner, its
-// lease, its reentrant depth, and whether renewal found it gone.
+// lease, its reentrant depth, until when it is known to be valid, and whether
+// it is lost.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,9 @@ struct hold_record {
   std::string name;   ///< the lock's key
   std::string owner;  ///< what proves ownership in Redis: token, hash field, or value
   std::chrono::milliseconds lease{0};  ///< 0: the key never expires
+  /// How long before the lease could end, as this process measures it, the
+  /// hold counts as lost (see renewal::loss_margin).
+  std::chrono::milliseconds margin{0};
   /// Names the release being sent (and its retries after outcome_unknown)
   /// so that the release script can answer a retry without acting twice.
   /// Set by the lock inside the owner's gate, right before the release.
@@ -29,29 +34,64 @@ struct hold_record {
   std::string attempt_id;
   int hold_count = 0;  ///< reentrant depth held by this process (lock's mutex)
 
-  /// Until when the lease is known to be valid, as steady_clock nanoseconds;
-  /// max() when the key never expires. Measured from when the command that
-  /// set it was *sent*, so it errs on the safe side.
-  std::atomic<std::int64_t> valid_until_ns{INT64_MAX};
-
-  void set_valid_until(steady::time_point t) noexcept {
-    valid_until_ns.store(t.time_since_epoch().count(), std::memory_order_release);
+  /// Records that a command which set the lease to `lease`, sent at `sent`,
+  /// was confirmed by the server: the key cannot expire before sent + lease
+  /// (the server received it no earlier than it was sent). Never moves the
+  /// validity backwards, and never revives a hold already found lost: its
+  /// holder has been told to stop trusting it. Returns false in that case.
+  bool confirm(steady::time_point sent) noexcept {
+    std::lock_guard g(m_);
+    if (lost_.load(std::memory_order_relaxed)) return false;
+    if (lease <= std::chrono::milliseconds::zero()) return true;  // never expires
+    auto until = (sent + lease).time_since_epoch().count();
+    auto known = valid_until_ns_.load(std::memory_order_relaxed);
+    if (known == INT64_MAX || until > known) valid_until_ns_.store(until, std::memory_order_release);
+    return true;
   }
+
+  /// Until when the server cannot have expired the key: the send time of
+  /// the last confirmed acquire or renewal plus the lease; max() when the
+  /// key never expires.
   steady::time_point valid_until() const noexcept {
-    auto until = valid_until_ns.load(std::memory_order_acquire);
+    auto until = valid_until_ns_.load(std::memory_order_acquire);
     return until == INT64_MAX ? steady::time_point::max() : steady::time_point(steady::duration(until));
   }
+
+  /// When the hold counts as lost unless a renewal is confirmed first:
+  /// valid_until() - margin; max() when the key never expires.
+  steady::time_point loss_deadline() const noexcept {
+    auto until = valid_until();
+    return until == steady::time_point::max() ? until : until - margin;
+  }
+
+  /// How long the hold is still safe to trust: until loss_deadline(); zero
+  /// once that has passed or the hold is lost; max() without expiry.
   std::chrono::milliseconds remaining() const noexcept {
-    auto until = valid_until_ns.load(std::memory_order_acquire);
-    if (until == INT64_MAX) return std::chrono::milliseconds::max();
-    auto left = steady::time_point(steady::duration(until)) - steady::now();
+    if (lost()) return std::chrono::milliseconds(0);
+    auto deadline = loss_deadline();
+    if (deadline == steady::time_point::max()) return std::chrono::milliseconds::max();
+    auto left = deadline - steady::now();
     if (left <= steady::duration::zero()) return std::chrono::milliseconds(0);
     return std::chrono::duration_cast<std::chrono::milliseconds>(left);
   }
 
   bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
 
-  /// Marks the hold lost and runs the loss callbacks, once.
+  /// Marks the hold lost if its loss deadline has passed at `now` (and no
+  /// confirmation moved it first); returns whether it did.
+  bool expire_if_due(steady::time_point now) {
+    std::vector<std::function<void()>> callbacks;
+    {
+      std::lock_guard g(m_);
+      if (lost_.load(std::memory_order_relaxed) || now < loss_deadline()) return false;
+      lost_.store(true, std::memory_order_release);
+      callbacks.swap(on_lost_);
+    }
+    signal(callbacks);
+    return true;
+  }
+
+  /// Marks the hold lost and signals it, once.
   void mark_lost() {
     std::vector<std::function<void()>> callbacks;
     {
@@ -59,7 +99,7 @@ struct hold_record {
       if (lost_.exchange(true)) return;
       callbacks.swap(on_lost_);
     }
-    for (auto& cb : callbacks) run(cb);
+    signal(callbacks);
   }
 
   /// Runs `cb` when the hold is found lost (at once if it already is).
@@ -74,7 +114,15 @@ struct hold_record {
     run(cb);
   }
 
+  /// Stop is requested on it when the hold is found lost.
+  std::stop_token stop_token() const noexcept { return stop_.get_token(); }
+
  private:
+  void signal(const std::vector<std::function<void()>>& callbacks) {
+    stop_.request_stop();  // runs the holder's std::stop_callbacks here
+    for (auto& cb : callbacks) run(cb);
+  }
+
   // A loss callback must not throw (it runs on the backend's thread, inside
   // renewal or release); if one does, say so rather than end the process.
   static void run(const std::function<void()>& cb) noexcept {
@@ -87,9 +135,11 @@ struct hold_record {
     }
   }
 
+  std::atomic<std::int64_t> valid_until_ns_{INT64_MAX};  // steady_clock ns (written under m_)
   std::atomic<bool> lost_{false};
   std::mutex m_;
   std::vector<std::function<void()>> on_lost_;
+  std::stop_source stop_;
 };
 
 }  // namespace dlock::detail

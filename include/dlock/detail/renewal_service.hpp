@@ -118,8 +118,18 @@ class renewal_service {
       auto now = steady::now();
       std::vector<std::pair<const hold_record*, std::weak_ptr<hold_record>>> batch;
       redis::request req;
-      for (auto& [key, e] : entries) {
-        if (e.next_due > now + e.period / 2) continue;
+      for (auto it = entries.begin(); it != entries.end();) {
+        auto& [key, e] = *it;
+        // A hold signalled lost is not kept alive: its holder has stopped
+        // trusting it, and the key should lapse rather than outlive that.
+        if (auto rec = e.record.lock(); !rec || rec->lost()) {
+          it = entries.erase(it);
+          continue;
+        }
+        if (e.next_due > now + e.period / 2) {
+          ++it;
+          continue;
+        }
         std::vector<std::string_view> parts{"EVALSHA", e.call.script->sha1()};
         std::string nkeys = std::to_string(e.call.keys.size());
         parts.push_back(nkeys);
@@ -129,6 +139,7 @@ class renewal_service {
         batch.emplace_back(key, e.record);
         // Not due again until this reply (or its failure) reschedules it.
         e.next_due = now + e.period;
+        ++it;
       }
       if (batch.empty()) return;
       ++batches;
@@ -160,8 +171,11 @@ class renewal_service {
           }
           const redis::value* v = ec || i >= replies.size() ? nullptr : &replies[i];
           if (v && v->type == redis::kind::integer && v->integer == 1) {
-            rec->set_valid_until(sent + rec->lease);
-            it->second.next_due = sent + it->second.period;
+            if (rec->confirm(sent)) {
+              it->second.next_due = sent + it->second.period;
+            } else {
+              entries.erase(it);  // signalled lost before this came: stays lost
+            }
           } else if (v && v->type == redis::kind::integer && v->integer == 0) {
             lost.push_back(rec);  // the key is gone or someone else's
             entries.erase(it);
@@ -169,12 +183,10 @@ class renewal_service {
             if (std::find(reload.begin(), reload.end(), it->second.call.script) == reload.end())
               reload.push_back(it->second.call.script);
             it->second.next_due = steady::now();
-          } else if (rec->remaining() == milliseconds::zero()) {
-            // Renewal failed (connection down, outcome unknown) until the
-            // lease we could vouch for ran out: we can no longer say we hold it.
-            lost.push_back(rec);
-            entries.erase(it);
           } else {
+            // Not confirmed (connection down, outcome unknown, an unexpected
+            // reply): no verdict, try again soon. If no renewal is confirmed
+            // before the loss deadline, the lease watch signals the loss.
             it->second.next_due = steady::now() + std::min(it->second.period / 4, milliseconds(1000));
           }
         }

@@ -73,10 +73,13 @@ struct GetSetExpiry {
     std::string expiration = format(wall_clock() + lease_s);
     auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, expiration));
     if (ec) co_return std::pair{ec, attempt{}};
-    if (v.integer == 1) co_return acquired(rec, std::move(expiration), sent);
+    auto won = detail::integer_of(v);
+    if (won == 1) co_return acquired(rec, std::move(expiration), sent);
+    if (won != 0) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
 
     auto [gec, current] = co_await detail::command(backend, redis::request().push("GET", rec.name));
     if (gec) co_return std::pair{gec, attempt{}};
+    if (!is_time_or_nil(current)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     double old_expiration = parse(current.str);
     double now = wall_clock();
@@ -89,6 +92,7 @@ struct GetSetExpiry {
     expiration = format(wall_clock() + lease_s);
     auto [sec, previous] = co_await detail::command(backend, redis::request().push("GETSET", rec.name, expiration));
     if (sec) co_return std::pair{sec, attempt{}};
+    if (!is_time_or_nil(previous)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (previous.is_null() || parse(previous.str) < wall_clock())
       co_return acquired(rec, std::move(expiration), sent);
     co_return std::pair{error_code{}, attempt{false, std::nullopt}};
@@ -100,15 +104,17 @@ struct GetSetExpiry {
     if (parse(rec.owner) <= wall_clock())  // our time is up: the key may be someone else's
       co_return std::pair{error_code{}, release_outcome::lease_lost};
     auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
-    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
-    co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
+    co_return detail::deleted(ec, v);
   }
 
  private:
+  // GET and GETSET answer the stored time (a bulk string) or nil.
+  static bool is_time_or_nil(const redis::value& v) { return v.is_null() || v.type == redis::kind::bulk_string; }
+
   static std::pair<error_code, attempt> acquired(detail::hold_record& rec, std::string expiration,
                                                  detail::steady::time_point sent) {
     rec.owner = std::move(expiration);
-    rec.set_valid_until(sent + rec.lease);
+    rec.confirm(sent);
     return {error_code{}, attempt{true, std::nullopt}};
   }
 };

@@ -49,8 +49,15 @@ struct ReentrantHash {
   // field, ARGV[3] marker ttl ms.
   // nil: acquired or re-entered (and the marker remembers it); otherwise
   // the holder's PTTL.
+  // The lease is checked before anything is written: Redis does not undo a
+  // script's HSET when a later PEXPIRE is refused, and a hash without expiry
+  // would be a lock held forever. 1e12 is dlock::max_lease.
   static const redis::script& acquire_script() {
     static const redis::script s(R"lua(
+local lease = tonumber(ARGV[1])
+if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: lease out of range')
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
@@ -74,6 +81,10 @@ return redis.call('PTTL', KEYS[1])
   // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
   static const redis::script& release_script() {
     static const redis::script s(R"lua(
+local lease = tonumber(ARGV[2])
+if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: lease out of range')
+end
 local prior = redis.call('GET', KEYS[3])
 if prior then return tonumber(prior) end
 local result
@@ -122,7 +133,7 @@ return 0
     auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.is_null()) {
-      rec.set_valid_until(sent + rec.lease);
+      rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
     if (v.type != redis::kind::integer) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
@@ -137,7 +148,7 @@ return 0
                                   release_memory.ttl()};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
-    switch (v.integer) {
+    switch (detail::integer_of(v).value_or(-1)) {
       case 0: co_return std::pair{error_code{}, release_outcome::still_held};
       case 1: co_return std::pair{error_code{}, release_outcome::released};
       case 2: co_return std::pair{error_code{}, release_outcome::lease_lost};
@@ -153,7 +164,10 @@ return 0
   asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
     auto [ec, v] =
         co_await detail::command(backend, redis::request().push("EXISTS", detail::release_memory::acquire_key(rec)));
-    co_return std::pair{ec, !ec && v.type == redis::kind::integer && v.integer == 1};
+    if (ec) co_return std::pair{ec, false};
+    auto n = detail::integer_of(v);
+    if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};
+    co_return std::pair{error_code{}, n == 1};
   }
 
   script_call extend_call(const detail::hold_record& rec) const {

@@ -42,12 +42,19 @@ struct SetNx {
                                                               detail::hold_record& rec) const {
     auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, rec.owner));
     if (ec) co_return std::pair{ec, attempt{}};
-    if (v.integer != 1) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
+    auto won = detail::integer_of(v);
+    if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
+    if (won != 1) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (rec.lease > milliseconds::zero()) {
       if (between_setnx_and_expire) between_setnx_and_expire();
       auto sent = detail::steady::now();
       auto [eec, ev] =
           co_await detail::command(backend, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
+      auto set = detail::integer_of(ev);
+      // 0: the key vanished between the two commands (anyone's DEL frees
+      // an A1 lock): not ours, try again.
+      if (!eec && set == 0) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};
+      if (!eec && set != 1) eec = error::unexpected_reply;
       if (eec) {
         // A key without its expiry would never free: give it back and
         // report the failure. If the DEL cannot get through either, this is
@@ -55,7 +62,7 @@ struct SetNx {
         co_await detail::command(backend, redis::request().push("DEL", rec.name));
         co_return std::pair{eec, attempt{}};
       }
-      rec.set_valid_until(sent + rec.lease);
+      rec.confirm(sent);
     }
     co_return std::pair{error_code{}, attempt{true, std::nullopt}};
   }
@@ -64,8 +71,7 @@ struct SetNx {
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   detail::hold_record& rec) const {
     auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
-    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
-    co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
+    co_return detail::deleted(ec, v);
   }
 };
 

@@ -72,14 +72,16 @@ return 0
     req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count()).push("PTTL", rec.name);
     auto [ec, r] = co_await detail::exec(backend, std::move(req));
     if (ec) co_return std::pair{ec, attempt{}};
-    if (r.size() != 2 || r[0].is_error()) co_return std::pair{error_code(error::server_error), attempt{}};
-    if (r[0].is_string()) {  // +OK
-      rec.set_valid_until(sent + rec.lease);
+    if (r.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    if (r[0].is_error()) co_return std::pair{error_code(error::server_error), attempt{}};  // refused: not run
+    if (r[0].type == redis::kind::simple_string && r[0].str == "OK") {
+      rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
-    std::optional<milliseconds> left;
-    if (r[1].type == redis::kind::integer) left = milliseconds(r[1].integer == -2 ? 0 : r[1].integer);
-    co_return std::pair{error_code{}, attempt{false, left}};
+    auto left = detail::integer_of(r[1]);
+    // Anything but nil (held) with an integer PTTL is no verdict: it may have run.
+    if (!r[0].is_null() || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
   }
 
   template <class B>
@@ -89,7 +91,10 @@ return 0
     std::vector<std::string> args{rec.owner, release_memory.ttl()};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
-    co_return std::pair{error_code{}, v.integer == 1 ? release_outcome::released : release_outcome::lease_lost};
+    auto n = detail::integer_of(v);
+    if (n == 1) co_return std::pair{error_code{}, release_outcome::released};
+    if (n == 0) co_return std::pair{error_code{}, release_outcome::lease_lost};
+    co_return std::pair{error_code(error::unexpected_reply), release_outcome::lease_lost};
   }
 
   /// After an acquire whose reply was lost: whether the key holds this
@@ -98,7 +103,10 @@ return 0
   template <class B>
   asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
     auto [ec, v] = co_await detail::command(backend, redis::request().push("GET", rec.name));
-    co_return std::pair{ec, !ec && v.is_string() && v.str == rec.owner};
+    if (ec) co_return std::pair{ec, false};
+    if (v.is_null()) co_return std::pair{error_code{}, false};
+    if (v.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), false};
+    co_return std::pair{error_code{}, v.str == rec.owner};
   }
 
   script_call extend_call(const detail::hold_record& rec) const {

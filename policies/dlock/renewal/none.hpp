@@ -12,6 +12,7 @@ struct None {
   static constexpr bool renews = false;
   milliseconds lease() const { return milliseconds::zero(); }
   milliseconds period() const { return milliseconds::zero(); }
+  milliseconds margin() const { return milliseconds::zero(); }
   std::error_code validate() const { return {}; }
 };
 

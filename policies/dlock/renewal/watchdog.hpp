@@ -15,22 +15,29 @@ namespace dlock::renewal {
 /// hold or the lock object is destroyed, and when a renewal finds the lock
 /// gone (the hold is then marked lost and its loss callbacks run). A crashed
 /// holder's lock frees within one timeout.
+///
+/// The loss signal does not wait for a failed renewal's reply: it fires
+/// `margin` before the lease could end, counted from the send time of the
+/// last confirmed renewal. A renewal confirmed after that does not revive
+/// the hold. The timeout must be at most max_lease (10^12 ms), and its
+/// margin at most a third of it, so that a renewal sent at a third of the
+/// lease has another third to be confirmed: with the default margin the
+/// shortest timeout is 16 ms.
 struct Watchdog {
   static constexpr const char* policy_name = "watchdog";
   static constexpr bool renews = true;
 
   milliseconds timeout{std::chrono::seconds(30)};
+  /// How long before the lease's end the hold counts as lost.
+  loss_margin safety{};
 
   Watchdog() = default;
-  explicit Watchdog(milliseconds t) : timeout(t) {}
+  explicit Watchdog(milliseconds t, loss_margin m = {}) : timeout(t), safety(m) {}
 
   milliseconds lease() const { return timeout; }
   milliseconds period() const { return timeout / 3; }
-  std::error_code validate() const {
-    // A timeout under 3 ms would make the period zero.
-    if (timeout < milliseconds(3)) return make_error_code(error::invalid_lease);
-    return {};
-  }
+  milliseconds margin() const { return safety.of(timeout); }
+  std::error_code validate() const { return detail::validate_lease(timeout, safety, timeout / 3 + milliseconds(1)); }
 };
 
 }  // namespace dlock::renewal

@@ -1,0 +1,132 @@
+// The loss signal's clock: one timer per backend that marks a hold lost at
+// the moment the server could have expired it, not when a renewal fails.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <dlock/detail/hold_record.hpp>
+
+namespace dlock::detail {
+
+/// Watches every held lock with a lease and marks each one lost at its
+/// loss deadline (hold_record::loss_deadline: the send time of the last
+/// confirmed acquire or renewal, plus the lease, minus the safety margin)
+/// unless a confirmation moved the deadline first. A stalled renewal is
+/// therefore noticed when the lease could end, not when its command times
+/// out seconds later, when another client may already hold the lock.
+///
+/// The loss callbacks and stop callbacks run on the backend's executor.
+template <class B>
+class lease_watch {
+ public:
+  explicit lease_watch(B& backend) : impl_(std::make_shared<impl>(backend.get_executor())) {
+    asio::co_spawn(impl_->strand, impl::run(impl_), asio::detached);
+  }
+  /// Stops at once: no hold is signalled after this returns.
+  ~lease_watch() { impl_->stop(); }
+  lease_watch(const lease_watch&) = delete;
+  lease_watch& operator=(const lease_watch&) = delete;
+
+  /// Watches `rec` until remove() or until it is signalled lost. A record
+  /// without expiry is not watched.
+  void add(const std::shared_ptr<hold_record>& rec) {
+    if (rec->loss_deadline() == steady::time_point::max()) return;
+    {
+      std::lock_guard g(impl_->m);
+      impl_->entries[rec.get()] = rec;
+    }
+    impl_->wake();
+  }
+
+  /// Stops watching `rec`: after this returns it is never signalled by
+  /// this watch (a signal already running completes).
+  void remove(const hold_record* rec) {
+    std::lock_guard g(impl_->m);
+    impl_->entries.erase(rec);
+  }
+
+  std::size_t size() const {
+    std::lock_guard g(impl_->m);
+    return impl_->entries.size();
+  }
+
+ private:
+  struct impl : std::enable_shared_from_this<impl> {
+    explicit impl(const asio::any_io_executor& ex) : strand(asio::make_strand(ex)), timer(strand) {}
+
+    asio::strand<asio::any_io_executor> strand;
+    asio::steady_timer timer;
+    mutable std::mutex m;
+    std::map<const hold_record*, std::weak_ptr<hold_record>> entries;
+    bool stopped = false;  // under m
+
+    void wake() {
+      asio::post(strand, [self = this->shared_from_this()] { self->timer.cancel(); });
+    }
+    void stop() {
+      {
+        std::lock_guard g(m);
+        stopped = true;
+        entries.clear();
+      }
+      wake();
+    }
+
+    static asio::awaitable<void> run(std::shared_ptr<impl> self) {
+      for (;;) {
+        auto next = self->signal_due();
+        if (!next) co_return;
+        self->timer.expires_at(*next);
+        co_await self->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+    }
+
+    // Signals every record whose deadline has passed; returns when the next
+    // one is due (nullopt once stopped). A deadline moved later by a
+    // renewal only makes the timer fire early and look again.
+    std::optional<steady::time_point> signal_due() {
+      std::vector<std::shared_ptr<hold_record>> due;
+      {
+        std::lock_guard g(m);
+        if (stopped) return std::nullopt;
+        auto now = steady::now();
+        for (auto& [k, w] : entries)
+          if (auto rec = w.lock(); rec && rec->loss_deadline() <= now) due.push_back(std::move(rec));
+      }
+      // Outside the mutex: callbacks may call back into the lock. A
+      // confirmation racing this wins or loses under the record's own mutex
+      // (expire_if_due checks the deadline again there).
+      for (auto& rec : due) rec->expire_if_due(steady::now());
+      std::lock_guard g(m);
+      if (stopped) return std::nullopt;
+      auto next = steady::time_point::max();
+      for (auto it = entries.begin(); it != entries.end();) {
+        auto rec = it->second.lock();
+        if (!rec || rec->lost()) {
+          it = entries.erase(it);
+        } else {
+          next = std::min(next, rec->loss_deadline());
+          ++it;
+        }
+      }
+      return next;
+    }
+  };
+
+  std::shared_ptr<impl> impl_;
+};
+
+}  // namespace dlock::detail
