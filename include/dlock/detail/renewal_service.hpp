@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
@@ -67,6 +68,13 @@ class renewal_service {
   std::size_t renewals_sent() const { return impl_->renewals.load(); }
 
  private:
+  // One renewal in a sent batch: whose, and where its reply is.
+  struct sent_renewal {
+    const hold_record* key;
+    std::weak_ptr<hold_record> record;
+    std::size_t reply;  // index in the pipeline's replies (SCRIPT LOADs come first)
+  };
+
   struct entry {
     std::weak_ptr<hold_record> record;
     script_call call;
@@ -82,6 +90,11 @@ class renewal_service {
     asio::steady_timer timer;
     mutable std::mutex m;
     std::map<const hold_record*, entry> entries;
+    // Scripts this batch stream has loaded (or seen run) on the server: a
+    // batch that needs one that is not loaded sends SCRIPT LOAD ahead of its
+    // first EVALSHA in the same pipeline, so no renewal pays a NOSCRIPT
+    // round trip (at a slow link, that extra trip can outlast the lease).
+    std::set<const redis::script*> loaded;
     bool stopped = false;  // under m
     std::atomic<std::size_t> batches{0}, renewals{0};
 
@@ -116,7 +129,7 @@ class renewal_service {
       std::lock_guard g(m);
       if (stopped) return;
       auto now = steady::now();
-      std::vector<std::pair<const hold_record*, std::weak_ptr<hold_record>>> batch;
+      std::vector<sent_renewal> batch;
       redis::request req;
       for (auto it = entries.begin(); it != entries.end();) {
         auto& [key, e] = *it;
@@ -130,13 +143,14 @@ class renewal_service {
           ++it;
           continue;
         }
+        if (loaded.insert(e.call.script).second) req.push("SCRIPT", "LOAD", e.call.script->source());
         std::vector<std::string_view> parts{"EVALSHA", e.call.script->sha1()};
         std::string nkeys = std::to_string(e.call.keys.size());
         parts.push_back(nkeys);
         for (auto& k : e.call.keys) parts.push_back(k);
         for (auto& a : e.call.args) parts.push_back(a);
+        batch.push_back(sent_renewal{key, e.record, req.size()});
         req.push_args(parts);
-        batch.emplace_back(key, e.record);
         // Not due again until this reply (or its failure) reschedules it.
         e.next_due = now + e.period;
         ++it;
@@ -150,29 +164,30 @@ class renewal_service {
       });
     }
 
-    void on_replies(const std::vector<std::pair<const hold_record*, std::weak_ptr<hold_record>>>& batch,
-                    steady::time_point sent, error_code ec, const redis::response& replies) {
+    void on_replies(const std::vector<sent_renewal>& batch, steady::time_point sent, error_code ec,
+                    const redis::response& replies) {
       std::vector<std::shared_ptr<hold_record>> lost;
-      std::vector<const redis::script*> reload;
       {
         std::lock_guard g(m);
         if (stopped) return;
         for (std::size_t i = 0; i < batch.size(); ++i) {
-          auto it = entries.find(batch[i].first);
+          auto it = entries.find(batch[i].key);
           if (it == entries.end()) continue;  // released meanwhile
           // The same address may belong to a newer hold by now: the reply is
           // about the record it was sent for, or about nothing.
-          const auto& sent_for = batch[i].second;
+          const auto& sent_for = batch[i].record;
           if (sent_for.owner_before(it->second.record) || it->second.record.owner_before(sent_for)) continue;
           auto rec = it->second.record.lock();
           if (!rec) {
             entries.erase(it);
             continue;
           }
-          const redis::value* v = ec || i >= replies.size() ? nullptr : &replies[i];
+          const redis::value* v = ec || batch[i].reply >= replies.size() ? nullptr : &replies[batch[i].reply];
           if (v && v->type == redis::kind::integer && v->integer == 1) {
             if (rec->confirm(sent)) {
-              it->second.next_due = sent + it->second.period;
+              // A later renewal may be on its way already (a round trip as
+              // long as the period): never pull its schedule back.
+              it->second.next_due = std::max(it->second.next_due, sent + it->second.period);
             } else {
               entries.erase(it);  // signalled lost before this came: stays lost
             }
@@ -180,8 +195,9 @@ class renewal_service {
             lost.push_back(rec);  // the key is gone or someone else's
             entries.erase(it);
           } else if (v && redis::detail::is_noscript(*v)) {
-            if (std::find(reload.begin(), reload.end(), it->second.call.script) == reload.end())
-              reload.push_back(it->second.call.script);
+            // The server lost its scripts (restart, SCRIPT FLUSH, failover):
+            // the next batch loads it again, and that batch is due now.
+            loaded.erase(it->second.call.script);
             it->second.next_due = steady::now();
           } else {
             // Not confirmed (connection down, outcome unknown, an unexpected
@@ -189,13 +205,6 @@ class renewal_service {
             // before the loss deadline, the lease watch signals the loss.
             it->second.next_due = steady::now() + std::min(it->second.period / 4, milliseconds(1000));
           }
-        }
-        for (auto* script : reload) {
-          // Load, do not run: a renewal sent from here would bypass the
-          // ordering that remove() promises. Sent under `m`, so never after
-          // stop(). The entry is retried at the next tick.
-          backend.async_exec(redis::request().push("SCRIPT", "LOAD", script->source()),
-                             [](error_code, redis::response) {});
         }
       }
       for (auto& rec : lost) rec->mark_lost();
