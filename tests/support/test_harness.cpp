@@ -1,15 +1,30 @@
 // The harness itself: servers start on private ports, crash, restart, pause,
-// authenticate, replicate, and leave nothing behind.
+// authenticate, replicate, and leave nothing behind; the fault proxy stalls,
+// delays, cuts and refuses, and the fake server answers as scripted.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "fake_redis.hpp"
+#include "fault_proxy.hpp"
+#include "polling.hpp"
 #include "redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -100,4 +115,375 @@ TEST_CASE("a three-master cluster comes up", "[harness][cluster]") {
   dlock::test::redis_cluster cluster(3);
   CHECK(cluster.ports().size() == 3);
   CHECK(cluster.node(0).command({"CLUSTER", "KEYSLOT", "foo"}) == "12182");
+}
+
+// --- fault_proxy and fake_redis, driven over plain sockets -----------------
+
+namespace {
+
+using dlock::test::fake_redis;
+using dlock::test::fault_proxy;
+
+const std::string ping = "*1\r\n$4\r\nPING\r\n";
+
+std::string resp(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+// A blocking loopback client socket with deadline-bounded reads, so a broken
+// proxy or fake fails a check instead of hanging the test.
+class raw_client {
+ public:
+  explicit raw_client(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  }
+  ~raw_client() { ::close(fd_); }
+  raw_client(const raw_client&) = delete;
+  raw_client& operator=(const raw_client&) = delete;
+
+  int fd() const { return fd_; }
+
+  void send(const std::string& bytes) {
+    REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+  }
+
+  // Reads until `total` bytes have arrived (or the peer closes, or `limit`
+  // passes) and returns them: a short result means they did not come.
+  std::string read_bytes(std::size_t total, std::chrono::milliseconds limit = 5s) {
+    std::string got;
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (got.size() < total) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left <= 0ms) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char buf[4096];
+      ssize_t n = ::recv(fd_, buf, std::min(sizeof buf, total - got.size()), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    return got;
+  }
+
+  // Whether the peer closes (EOF or reset) within `limit`, discarding any
+  // bytes before that.
+  bool closed_within(std::chrono::milliseconds limit = 5s) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left <= 0ms) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+      char buf[512];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+      if (n < 0) return false;
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+TEST_CASE("the proxy forwards both ways and counts connections", "[proxy]") {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  CHECK(proxy.port() != 6379);
+  CHECK(proxy.port() != server.port());
+  CHECK(proxy.url() == "redis://127.0.0.1:" + std::to_string(proxy.port()));
+  CHECK(proxy.connections() == 0);
+  CHECK(proxy.accepted() == 0);
+
+  raw_client a(proxy.port());
+  a.send(ping);
+  CHECK(a.read_bytes(7) == "+PONG\r\n");
+  a.send(resp({"SET", "k", "through the proxy"}));
+  CHECK(a.read_bytes(5) == "+OK\r\n");
+  CHECK(server.command({"GET", "k"}) == "through the proxy");
+  {
+    raw_client b(proxy.port());
+    b.send(ping);
+    CHECK(b.read_bytes(7) == "+PONG\r\n");
+    CHECK(proxy.connections() == 2);  // both answered, so both are paired
+    CHECK(proxy.accepted() == 2);
+  }
+  // b's close reaches the server, whose close comes back: the pair is gone.
+  CHECK(dlock::test::wait_until([&] { return proxy.connections() == 1; }));
+  CHECK(proxy.accepted() == 2);
+  a.send(ping);
+  CHECK(a.read_bytes(7) == "+PONG\r\n");
+}
+
+TEST_CASE("a stalled proxy holds bytes until resumed", "[proxy]") {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  raw_client c(proxy.port());
+  c.send(ping);
+  REQUIRE(c.read_bytes(7) == "+PONG\r\n");
+
+  SECTION("both directions") {
+    proxy.stall();
+    c.send(ping);
+    CHECK(c.read_bytes(7, 300ms).empty());
+    proxy.resume();
+    CHECK(c.read_bytes(7) == "+PONG\r\n");
+  }
+  SECTION("towards the server: the command does not arrive") {
+    proxy.stall(fault_proxy::direction::to_server);
+    c.send(resp({"SET", "k", "v"}));
+    CHECK(c.read_bytes(5, 300ms).empty());
+    CHECK(server.command({"GET", "k"}).empty());
+    proxy.resume();
+    CHECK(c.read_bytes(5) == "+OK\r\n");
+    CHECK(server.command({"GET", "k"}) == "v");
+  }
+  SECTION("towards the client: the command runs, the reply waits") {
+    proxy.stall(fault_proxy::direction::to_client);
+    c.send(resp({"SET", "k", "v"}));
+    CHECK(dlock::test::wait_until([&] { return server.command({"GET", "k"}) == "v"; }));
+    CHECK(c.read_bytes(5, 300ms).empty());
+    proxy.resume();
+    CHECK(c.read_bytes(5) == "+OK\r\n");
+  }
+  CHECK(proxy.connections() == 1);  // a stall never closes anything
+}
+
+TEST_CASE("a stalled or delayed proxy pushes back and loses nothing", "[proxy]") {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  raw_client c(proxy.port());
+  int flags = ::fcntl(c.fd(), F_GETFL);
+  REQUIRE(::fcntl(c.fd(), F_SETFL, flags | O_NONBLOCK) == 0);
+
+  std::string pings;
+  for (int i = 0; i < 4096; ++i) pings += ping;
+  std::size_t written = 0;
+  // Writes pings without blocking until the socket takes no more, or
+  // `limit` bytes; returns how many it took.
+  auto write_until_full = [&](std::size_t limit) {
+    std::size_t before = written;
+    while (written - before < limit) {
+      auto offset = written % pings.size();
+      ssize_t n = ::send(c.fd(), pings.data() + offset, pings.size() - offset, MSG_NOSIGNAL);
+      if (n < 0) {
+        REQUIRE((errno == EAGAIN || errno == EWOULDBLOCK));
+        break;
+      }
+      written += static_cast<std::size_t>(n);
+    }
+    return written - before;
+  };
+
+  // While it forwards nothing the proxy must stop reading (at once, or once
+  // a bounded queue is full), so the sender's buffers fill and stay full. A
+  // proxy that kept reading would take megabytes more at every round.
+  SECTION("stalled") { proxy.stall(fault_proxy::direction::to_server); }
+  SECTION("delayed") { proxy.delay(2s, fault_proxy::direction::to_server); }
+  constexpr std::size_t lots = std::size_t{64} << 20;
+  CHECK(write_until_full(lots) < lots);
+  std::this_thread::sleep_for(100ms);
+  write_until_full(lots);  // room the kernel or the proxy's bounded queue made meanwhile
+  std::size_t later = 0;
+  for (int round = 0; round < 2; ++round) {
+    std::this_thread::sleep_for(100ms);
+    later += write_until_full(lots);
+  }
+  CHECK(later < (std::size_t{1} << 20));
+
+  proxy.resume();
+  proxy.delay(0ms);  // chunks read from now on go at once (behind the delayed ones)
+  REQUIRE(::fcntl(c.fd(), F_SETFL, flags) == 0);
+  if (auto partial = written % ping.size()) {  // finish the last command, now that there is room
+    c.send(ping.substr(partial));
+    written += ping.size() - partial;
+  }
+  std::size_t count = written / ping.size();
+  std::string expected;
+  for (std::size_t i = 0; i < count; ++i) expected += "+PONG\r\n";
+  std::string replies = c.read_bytes(expected.size(), 60s);
+  CHECK(replies.size() == expected.size());
+  CHECK((replies == expected));  // every byte forwarded, in order (not printed: megabytes)
+}
+
+TEST_CASE("a delayed proxy forwards late", "[proxy]") {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  raw_client c(proxy.port());
+
+  SECTION("both directions") { proxy.delay(200ms); }
+  SECTION("replies only") { proxy.delay(200ms, fault_proxy::direction::to_client); }
+  SECTION("requests only") { proxy.delay(200ms, fault_proxy::direction::to_server); }
+
+  auto start = std::chrono::steady_clock::now();
+  c.send(ping);
+  c.send(resp({"ECHO", "in order"}));
+  CHECK(c.read_bytes(7 + 14) == "+PONG\r\n$8\r\nin order\r\n");
+  CHECK(std::chrono::steady_clock::now() - start >= 200ms);  // no upper bound: the machine is noisy
+
+  proxy.delay(0ms);
+  c.send(ping);
+  CHECK(c.read_bytes(7) == "+PONG\r\n");
+}
+
+TEST_CASE("a cut resets every connection, and new ones work", "[proxy]") {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  raw_client a(proxy.port()), b(proxy.port());
+  a.send(ping);
+  REQUIRE(a.read_bytes(7) == "+PONG\r\n");
+  b.send(ping);
+  REQUIRE(b.read_bytes(7) == "+PONG\r\n");
+  REQUIRE(proxy.connections() == 2);
+
+  proxy.cut();
+  CHECK(proxy.connections() == 0);  // cut() returns once they are closed
+  CHECK(a.closed_within());
+  CHECK(b.closed_within());
+
+  raw_client c(proxy.port());
+  c.send(ping);
+  CHECK(c.read_bytes(7) == "+PONG\r\n");
+  CHECK(proxy.connections() == 1);
+  CHECK(proxy.accepted() == 3);
+}
+
+TEST_CASE("a refusing proxy closes new connections", "[proxy]") {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  raw_client before(proxy.port());
+  before.send(ping);
+  REQUIRE(before.read_bytes(7) == "+PONG\r\n");
+
+  proxy.refuse(true);
+  {
+    raw_client refused(proxy.port());  // the kernel still completes the handshake
+    CHECK(refused.closed_within());
+  }
+  CHECK(proxy.accepted() == 2);
+  before.send(ping);  // connections made earlier are left alone
+  CHECK(before.read_bytes(7) == "+PONG\r\n");
+  CHECK(proxy.connections() == 1);
+
+  proxy.refuse(false);
+  raw_client after(proxy.port());
+  after.send(ping);
+  CHECK(after.read_bytes(7) == "+PONG\r\n");
+  CHECK(proxy.accepted() == 3);
+  CHECK(proxy.connections() == 2);
+}
+
+TEST_CASE("the fake answers pipelined and split commands from its responder", "[fake]") {
+  fake_redis fake([](const std::vector<std::string>& cmd) -> std::optional<std::string> {
+    if (cmd.size() == 3 && cmd[0] == "SET") return ":1\r\n";  // the wrong type for SET
+    return std::nullopt;
+  });
+  CHECK(fake.port() != 6379);
+  CHECK(fake.url() == "redis://127.0.0.1:" + std::to_string(fake.port()));
+
+  raw_client c(fake.port());
+  std::string set = resp({"SET", "k", "v"});
+  auto split = set.size() - 6;  // inside the last bulk string's header
+  c.send(ping + set.substr(0, split));
+  CHECK(c.read_bytes(7) == "+PONG\r\n");  // answered before the SET is complete
+  c.send(set.substr(split));
+  CHECK(c.read_bytes(4) == ":1\r\n");
+
+  using command = std::vector<std::string>;
+  CHECK(fake.commands() == std::vector<command>{{"PING"}, {"SET", "k", "v"}});
+  CHECK(fake.count("set") == 1);
+  CHECK(fake.count("PING") == 1);
+  CHECK(fake.count("GET") == 0);
+}
+
+TEST_CASE("the fake's default replies", "[fake]") {
+  fake_redis fake;
+  raw_client a(fake.port()), b(fake.port());
+  a.send(resp({"CLIENT", "SETNAME", "x"}) + resp({"select", "0"}) + resp({"AUTH", "pw"}) + resp({"PING", "hi"}));
+  CHECK(a.read_bytes(5 + 5 + 5 + 8) == "+OK\r\n+OK\r\n+OK\r\n$2\r\nhi\r\n");
+  b.send(resp({"SCRIPT", "LOAD", "abc"}));  // SHA-1("abc"), as a real server answers
+  CHECK(b.read_bytes(47) == "$40\r\na9993e364706816aba3e25717850c26c9cd0d89d\r\n");
+  std::string error = "-ERR fake_redis: no reply scripted for GET\r\n";
+  b.send(resp({"get", "k"}));
+  CHECK(b.read_bytes(error.size()) == error);
+  CHECK(fake.count("get") == 1);
+  CHECK(fake.commands().size() == 6);
+}
+
+TEST_CASE("the fake's responder can change while it runs", "[fake]") {
+  fake_redis fake([](const std::vector<std::string>&) { return std::optional<std::string>("$-1\r\n"); });
+  raw_client c(fake.port());
+  c.send(resp({"GET", "k"}));
+  CHECK(c.read_bytes(5) == "$-1\r\n");
+  fake.set_responder([&fake](const std::vector<std::string>& cmd) -> std::optional<std::string> {
+    if (cmd[0] == "GET") return ":" + std::to_string(fake.count("GET")) + "\r\n";  // no deadlock
+    if (cmd[0] == "THROW") throw std::runtime_error("boom");
+    return std::nullopt;
+  });
+  c.send(resp({"GET", "k"}) + resp({"THROW"}) + ping);
+  std::string expected = ":2\r\n-ERR fake_redis: responder threw: boom\r\n+PONG\r\n";
+  CHECK(c.read_bytes(expected.size()) == expected);
+}
+
+TEST_CASE("the fake closes connections that send nonsense", "[fake]") {
+  fake_redis fake;
+  raw_client good(fake.port());
+
+  SECTION("an absurd argument count") {
+    raw_client c(fake.port());
+    c.send("*99999999999\r\n");
+    CHECK(c.closed_within());
+  }
+  SECTION("an absurd bulk length") {
+    raw_client c(fake.port());
+    c.send("*1\r\n$9999999999999\r\n");
+    CHECK(c.closed_within());
+  }
+  SECTION("a header that never ends") {
+    raw_client c(fake.port());
+    c.send("*1\r\n$" + std::string(100, '1'));
+    CHECK(c.closed_within());
+  }
+  SECTION("a bulk string without its CRLF") {
+    raw_client c(fake.port());
+    c.send("*1\r\n$4\r\nPINGxx");
+    CHECK(c.closed_within());
+  }
+  SECTION("not an array") {
+    raw_client c(fake.port());
+    c.send("PING\r\n");
+    CHECK(c.closed_within());
+  }
+  good.send(ping);  // other connections carry on
+  CHECK(good.read_bytes(7) == "+PONG\r\n");
+  CHECK(fake.commands().size() == 1);
+}
+
+TEST_CASE("the proxy and the fake close every socket they opened", "[proxy][fake]") {
+  auto open_fds = [] {
+    auto entries = std::filesystem::directory_iterator("/proc/self/fd");
+    return std::distance(std::filesystem::begin(entries), std::filesystem::end(entries));
+  };
+  auto before = open_fds();
+  {
+    fake_redis fake;
+    fault_proxy proxy(fake.port());
+    raw_client a(proxy.port()), b(proxy.port());
+    a.send(ping);
+    CHECK(a.read_bytes(7) == "+PONG\r\n");
+    b.send(ping);
+    CHECK(b.read_bytes(7) == "+PONG\r\n");
+    proxy.stall();  // connections held open with bytes in flight
+    a.send(ping);
+    CHECK(open_fds() > before);
+  }
+  CHECK(open_fds() == before);
 }
