@@ -1,0 +1,253 @@
+// The loss signal against a real redis-server behind a fault-injecting proxy:
+// it comes before anyone else can acquire, slow but confirmed renewals never
+// raise it, a late confirmation never revives a hold; and the lease limits.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <stop_token>
+#include <thread>
+
+#include <dlock/dlock.hpp>
+#include <support/fault_proxy.hpp>
+#include <support/polling.hpp>
+#include <support/redis_server.hpp>
+
+#include "lock_support.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::fault_proxy;
+using dlock::test::redis_server;
+using steady = std::chrono::steady_clock;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+
+using TokenWatchdog = dlock::Lock<dlock::RedisBackend, o::Token, r::Watchdog, w::Spin>;
+using HashWatchdog = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::Spin>;
+using TokenFixed = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
+using HashFixed = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::FixedLease, w::Spin>;
+using SetNxFixed = dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::Spin>;
+using GetSetFixed = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::Spin>;
+
+namespace {
+
+// The default margin, except under sanitizers, which stall the I/O thread
+// for hundreds of milliseconds at a time: no margin of a few ms survives that.
+dlock::loss_margin test_margin() {
+  return dlock::test::sanitizer_slowdown == 1 ? dlock::loss_margin{} : dlock::loss_margin{0.01, 400ms};
+}
+
+std::chrono::milliseconds since(steady::time_point from, steady::time_point to) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(to - from);
+}
+
+// A time stamp another thread sets once.
+struct stamp {
+  std::atomic<steady::rep> ns{0};
+  void set() { ns.store(steady::now().time_since_epoch().count()); }
+  bool has() const { return ns.load() != 0; }
+  steady::time_point get() const { return steady::time_point(steady::duration(ns.load())); }
+};
+
+// The std::system_error code that constructing a lock of type L with
+// `renewal` throws, or none.
+template <class L>
+std::error_code construction_error(dlock::RedisBackend& redis, typename L::renewal_type renewal) {
+  try {
+    L lock(redis, "limits", {}, std::move(renewal), w::Spin{10ms});
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
+}  // namespace
+
+// The holder talks through the proxy; the rival straight to the server and
+// tries every millisecond. With `stall`, the proxy stops both directions
+// right after the acquire: the holder's renewals vanish. Without, the lease
+// simply runs out (a fixed lease) or keeps being renewed (never lost).
+TEMPLATE_TEST_CASE("the loss signal comes before another client can acquire", "[loss]", TokenWatchdog,
+                   HashWatchdog, TokenFixed, HashFixed) {
+  constexpr bool watchdog = TestType::renewal_type::renews;
+  redis_server server;
+  fault_proxy proxy(server.port());
+  dlock::RedisBackend holder_redis(dlock::test::impatient(proxy.url(), 2s));
+  dlock::RedisBackend rival_redis(server.url());
+  const auto lease = dlock::test::scaled(1000ms);
+  typename TestType::renewal_type renewal{lease, test_margin()};
+  TestType holder(holder_redis, "race", {}, renewal, w::Spin{1ms});
+  TestType rival(rival_redis, "race", {}, renewal, w::Spin{1ms});
+
+  auto hold = holder.acquire();
+  stamp lost_at, stopped_at;
+  hold.on_lost([&] { lost_at.set(); });
+  std::stop_callback on_stop(hold.stop_token(), [&] { stopped_at.set(); });
+  auto start = steady::now();
+  if (watchdog) proxy.stall();
+
+  auto taken = rival.try_acquire_for(lease * 4);
+  auto taken_at = steady::now();
+  REQUIRE(taken);
+  REQUIRE(lost_at.has());
+  REQUIRE(stopped_at.has());
+  CHECK(lost_at.get() < taken_at);
+  CHECK(stopped_at.get() < taken_at);
+  CHECK(hold.lost());
+  CHECK(hold.remaining_lease() == 0ms);
+  CHECK(hold.stop_token().stop_requested());
+  // Not before the deadline either: the lease was sent after `start - lease`
+  // at the earliest; the margin is all the signal may anticipate.
+  CHECK(lost_at.get() >= start + lease - renewal.margin() - lease / 2);
+  WARN(TestType::combination_name() << (watchdog ? " (proxy stalled)" : " (lease ran out)") << ": loss signal after "
+                                    << since(start, lost_at.get()).count() << " ms, another client acquired after "
+                                    << since(start, taken_at).count() << " ms (lease " << lease.count()
+                                    << " ms, margin " << renewal.margin().count() << " ms)");
+
+  proxy.resume();
+  std::error_code ec;
+  hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+  CHECK(server.command({"EXISTS", "race"}) == "1");  // the rival's lock is untouched
+  taken->release();
+}
+
+TEMPLATE_TEST_CASE("slow but confirmed renewals never signal a loss", "[loss]", TokenWatchdog, HashWatchdog) {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  dlock::RedisBackend redis(dlock::test::impatient(proxy.url(), 5s));
+  const auto lease = dlock::test::scaled(900ms);
+  TestType lock(redis, "slow", {}, typename TestType::renewal_type{lease, test_margin()}, w::Spin{10ms});
+  // Load the acquire script first: a first acquire pays an extra round trip
+  // for NOSCRIPT, and its lease counts from its first send.
+  lock.acquire().release();
+  // Every byte each way waits 150 ms: a 300 ms round trip, confirmed well
+  // within the 900 ms lease that a renewal sent at a third of it has left.
+  proxy.delay(150ms);
+  auto hold = lock.acquire();
+  std::atomic<bool> told{false};
+  hold.on_lost([&] { told = true; });
+  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  auto sent = renewals.renewals_sent();
+  std::this_thread::sleep_for(lease * 3);
+  // About one renewal per period (nine here): a confirmation arriving as the
+  // next renewal leaves must not schedule a duplicate, and the first one
+  // must not pay an extra NOSCRIPT round trip (it would confirm too late).
+  CHECK(renewals.renewals_sent() >= sent + 3);
+  CHECK(renewals.renewals_sent() <= sent + 12);
+  CHECK_FALSE(told.load());
+  CHECK_FALSE(hold.lost());
+  CHECK_FALSE(hold.stop_token().stop_requested());
+  CHECK(hold.remaining_lease() > 0ms);
+  CHECK(server.command({"EXISTS", "slow"}) == "1");
+  hold.release();
+  CHECK(server.command({"EXISTS", "slow"}) == "0");
+}
+
+TEMPLATE_TEST_CASE("a renewal confirmed after the signal does not revive the hold", "[loss]", TokenWatchdog,
+                   HashWatchdog) {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  const auto lease = dlock::test::scaled(900ms);
+  dlock::RedisBackend redis(dlock::test::impatient(proxy.url(), lease * 10));
+  TestType lock(redis, "late", {}, typename TestType::renewal_type{lease, test_margin()}, w::Spin{10ms});
+  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  auto hold = lock.acquire();
+  // From now on replies arrive after the lease: the first renewal reaches
+  // the server (and extends the key), but its confirmation comes too late.
+  proxy.delay(lease * 2, fault_proxy::direction::to_client);
+  REQUIRE(dlock::test::wait_until([&] { return hold.lost(); }, lease * 3));
+  auto sent_at_signal = renewals.renewals_sent();
+  std::this_thread::sleep_for(lease * 2);  // the late confirmations arrive
+  CHECK(hold.lost());
+  CHECK(hold.stop_token().stop_requested());
+  CHECK(hold.remaining_lease() == 0ms);
+  CHECK(renewals.size() == 0);
+  CHECK(renewals.renewals_sent() == sent_at_signal);  // nothing renews a lost hold
+  // Nobody keeps the key alive: it lapses with the last renewal's lease.
+  CHECK(dlock::test::wait_until([&] { return server.command({"EXISTS", "late"}) == "0"; }, lease * 2));
+  proxy.delay(0ms, fault_proxy::direction::to_client);
+  std::error_code ec;
+  hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+}
+
+TEST_CASE("a hold without expiry never signals, and an empty hold's token never stops", "[loss]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::TryOnce> lock(redis, "forever");
+  auto hold = lock.acquire();
+  CHECK(hold.remaining_lease() == std::chrono::milliseconds::max());
+  CHECK(hold.stop_token().stop_possible());
+  std::this_thread::sleep_for(100ms);
+  CHECK_FALSE(hold.stop_token().stop_requested());
+  hold.release();
+  decltype(hold) empty;
+  CHECK_FALSE(empty.stop_token().stop_possible());
+  CHECK(empty.remaining_lease() == 0ms);
+}
+
+// ---- lease limits ------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("the largest lease is accepted and works; one millisecond more is refused", "[lease][limits]",
+                   SetNxFixed, TokenFixed, HashFixed, GetSetFixed, TokenWatchdog, HashWatchdog) {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  using R = typename TestType::renewal_type;
+  CHECK(construction_error<TestType>(redis, R{dlock::max_lease + 1ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TestType>(redis, R{0ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TestType>(redis, R{-1ms}) == dlock::error::invalid_lease);
+
+  TestType lock(redis, "far", {}, R{dlock::max_lease}, w::Spin{10ms});
+  auto hold = lock.acquire();
+  CHECK(hold.remaining_lease() > dlock::max_lease - R{dlock::max_lease}.margin() - 60s);
+  if constexpr (std::is_same_v<typename TestType::ownership_type, o::GetSetExpiry>) {
+    // The value is the expiration in epoch seconds; the key has no TTL.
+    auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    CHECK(std::stod(server.command({"GET", "far"})) > now + 1e9 - 60);
+  } else {
+    CHECK(std::stoll(server.command({"PTTL", "far"})) > dlock::max_lease.count() - 60000);
+  }
+  hold.release();
+  CHECK(server.command({"EXISTS", "far"}) == "0");
+}
+
+TEST_CASE("the shortest leases the default margin leaves room for", "[lease][limits]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  // FixedLease: margin 5 ms + 1% (rounded up) must be shorter than the lease.
+  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{6ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{7ms}) == std::error_code{});
+  // Watchdog: the margin may take at most a third of the timeout.
+  CHECK(construction_error<TokenWatchdog>(redis, r::Watchdog{17ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TokenWatchdog>(redis, r::Watchdog{18ms}) == std::error_code{});
+  // A bad margin is a bad argument.
+  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{1s, {1.5, 5ms}}) == dlock::error::invalid_argument);
+  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{1s, {0.01, -1ms}}) == dlock::error::invalid_argument);
+  // The message names the limit.
+  std::string message = make_error_code(dlock::error::invalid_lease).message();
+  CHECK(message.find("10^12 ms") != std::string::npos);
+}
+
+TEST_CASE("a hash script given an out-of-range lease writes nothing", "[lease][limits]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  const std::string field = "client:1";
+  for (std::string lease : {"1000000000001", "9223372036854775807", "0", "-5", "1.5", "soon"}) {
+    CAPTURE(lease);
+    std::error_code ec;
+    redis.eval(o::ReentrantHash::acquire_script(), {"bypass", "{bypass}:acquire:x"}, {lease, field, "10000"}, ec);
+    CHECK(ec == dlock::error::server_error);
+    CHECK(server.command({"EXISTS", "bypass"}) == "0");
+    CHECK(server.command({"EXISTS", "{bypass}:acquire:x"}) == "0");
+  }
+  // Held twice; a release with a bad lease must not decrement the count.
+  server.command({"HSET", "bypass", field, "2"});
+  std::error_code ec;
+  redis.eval(o::ReentrantHash::release_script(), {"bypass", "ch", "{bypass}:release:y"},
+             {"0", "1000000000001", field, "10000"}, ec);
+  CHECK(ec == dlock::error::server_error);
+  CHECK(server.command({"HGET", "bypass", field}) == "2");
+  CHECK(server.command({"EXISTS", "{bypass}:release:y"}) == "0");
+}
