@@ -6,18 +6,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
 #include <dlock/detail/hold_record.hpp>
+#include <dlock/detail/timer_loop.hpp>
 
 namespace dlock::detail {
 
@@ -32,9 +24,7 @@ namespace dlock::detail {
 template <class B>
 class lease_watch {
  public:
-  explicit lease_watch(B& backend) : impl_(std::make_shared<impl>(backend.get_executor())) {
-    asio::co_spawn(impl_->strand, impl::run(impl_), asio::detached);
-  }
+  explicit lease_watch(B& backend) : impl_(std::make_shared<impl>(backend.get_executor())) { impl_->start(); }
   /// Stops at once: no hold is signalled after this returns.
   ~lease_watch() { impl_->stop(); }
   lease_watch(const lease_watch&) = delete;
@@ -45,7 +35,7 @@ class lease_watch {
   void add(const std::shared_ptr<hold_record>& rec) {
     if (rec->loss_deadline() == steady::time_point::max()) return;
     {
-      std::lock_guard g(impl_->m);
+      std::lock_guard g(impl_->lock());
       impl_->entries[rec.get()] = rec;
     }
     impl_->wake();
@@ -54,54 +44,32 @@ class lease_watch {
   /// Stops watching `rec`: after this returns it is never signalled by
   /// this watch (a signal already running completes).
   void remove(const hold_record* rec) {
-    std::lock_guard g(impl_->m);
+    std::lock_guard g(impl_->lock());
     impl_->entries.erase(rec);
   }
 
   std::size_t size() const {
-    std::lock_guard g(impl_->m);
+    std::lock_guard g(impl_->lock());
     return impl_->entries.size();
   }
 
  private:
-  struct impl : std::enable_shared_from_this<impl> {
-    explicit impl(const asio::any_io_executor& ex) : strand(asio::make_strand(ex)), timer(strand) {}
+  struct impl final : timer_loop {
+    using timer_loop::timer_loop;
+    std::mutex& lock() const { return m; }
 
-    asio::strand<asio::any_io_executor> strand;
-    asio::steady_timer timer;
-    mutable std::mutex m;
-    std::map<const hold_record*, std::weak_ptr<hold_record>> entries;
-    bool stopped = false;  // under m
+    std::map<const hold_record*, std::weak_ptr<hold_record>> entries;  // under m
 
-    void wake() {
-      asio::post(strand, [self = this->shared_from_this()] { self->timer.cancel(); });
-    }
-    void stop() {
-      {
-        std::lock_guard g(m);
-        stopped = true;
-        entries.clear();
-      }
-      wake();
-    }
-
-    static asio::awaitable<void> run(std::shared_ptr<impl> self) {
-      for (;;) {
-        auto next = self->signal_due();
-        if (!next) co_return;
-        self->timer.expires_at(*next);
-        co_await self->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      }
-    }
+    void clear() override { entries.clear(); }
 
     // Signals every record whose deadline has passed; returns when the next
-    // one is due (nullopt once stopped). A deadline moved later by a
-    // renewal only makes the timer fire early and look again.
-    std::optional<steady::time_point> signal_due() {
+    // one is due. A deadline moved later by a renewal only makes the timer
+    // fire early and look again.
+    steady::time_point step() override {
       std::vector<std::shared_ptr<hold_record>> due;
       {
         std::lock_guard g(m);
-        if (stopped) return std::nullopt;
+        if (stopped) return steady::time_point::max();
         auto now = steady::now();
         for (auto& [k, w] : entries)
           if (auto rec = w.lock(); rec && rec->loss_deadline() <= now) due.push_back(std::move(rec));
@@ -111,7 +79,6 @@ class lease_watch {
       // (expire_if_due checks the deadline again there).
       for (auto& rec : due) rec->expire_if_due(steady::now());
       std::lock_guard g(m);
-      if (stopped) return std::nullopt;
       auto next = steady::time_point::max();
       for (auto it = entries.begin(); it != entries.end();) {
         auto rec = it->second.lock();

@@ -10,12 +10,8 @@
 #include <set>
 #include <vector>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-
 #include <dlock/concepts.hpp>
+#include <dlock/detail/timer_loop.hpp>
 
 namespace dlock::detail {
 
@@ -30,9 +26,7 @@ namespace dlock::detail {
 template <class B>
 class renewal_service {
  public:
-  explicit renewal_service(B& backend) : impl_(std::make_shared<impl>(backend)) {
-    asio::co_spawn(impl_->strand, impl::run(impl_), asio::detached);
-  }
+  explicit renewal_service(B& backend) : impl_(std::make_shared<impl>(backend)) { impl_->start(); }
   /// Stops at once: no batch is sent after this returns, and replies still
   /// on their way touch nothing (the backend may be gone by then).
   ~renewal_service() { impl_->stop(); }
@@ -47,7 +41,7 @@ class renewal_service {
     auto due = steady::now() + period;
     if (auto until = rec->valid_until(); until != steady::time_point::max()) due = std::min(due, until - rec->lease + period);
     {
-      std::lock_guard g(impl_->m);
+      std::lock_guard g(impl_->lock());
       impl_->entries[rec.get()] = entry{rec, std::move(call), period, due};
     }
     impl_->wake();
@@ -55,12 +49,12 @@ class renewal_service {
 
   /// Stops renewing `rec`.
   void remove(const hold_record* rec) {
-    std::lock_guard g(impl_->m);
+    std::lock_guard g(impl_->lock());
     impl_->entries.erase(rec);
   }
 
   std::size_t size() const {
-    std::lock_guard g(impl_->m);
+    std::lock_guard g(impl_->lock());
     return impl_->entries.size();
   }
   /// Round trips sent so far, and scripts in them (for tests and benchmarks).
@@ -82,46 +76,28 @@ class renewal_service {
     steady::time_point next_due;
   };
 
-  struct impl : std::enable_shared_from_this<impl> {
-    explicit impl(B& b) : backend(b), strand(asio::make_strand(b.get_executor())), timer(strand) {}
+  struct impl final : timer_loop {
+    explicit impl(B& b) : timer_loop(b.get_executor()), backend(b) {}
+    std::mutex& lock() const { return m; }
 
     B& backend;
-    asio::strand<asio::any_io_executor> strand;
-    asio::steady_timer timer;
-    mutable std::mutex m;
-    std::map<const hold_record*, entry> entries;
+    std::map<const hold_record*, entry> entries;  // under m
     // Scripts this batch stream has loaded (or seen run) on the server: a
     // batch that needs one that is not loaded sends SCRIPT LOAD ahead of its
     // first EVALSHA in the same pipeline, so no renewal pays a NOSCRIPT
     // round trip (at a slow link, that extra trip can outlast the lease).
     std::set<const redis::script*> loaded;
-    bool stopped = false;  // under m
     std::atomic<std::size_t> batches{0}, renewals{0};
 
-    void wake() {
-      asio::post(strand, [self = this->shared_from_this()] { self->timer.cancel(); });
-    }
-    void stop() {
-      {
-        std::lock_guard g(m);
-        stopped = true;
-        entries.clear();
-      }
-      wake();
-    }
+    void clear() override { entries.clear(); }
 
-    static asio::awaitable<void> run(std::shared_ptr<impl> self) {
-      for (;;) {
-        auto next = steady::time_point::max();
-        {
-          std::lock_guard g(self->m);
-          if (self->stopped) co_return;
-          for (auto& [k, e] : self->entries) next = std::min(next, e.next_due);
-        }
-        self->timer.expires_at(next);
-        co_await self->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        self->send_due();
-      }
+    // Sends what is due; returns when the next entry is due.
+    steady::time_point step() override {
+      send_due();
+      std::lock_guard g(m);
+      auto next = steady::time_point::max();
+      for (auto& [k, e] : entries) next = std::min(next, e.next_due);
+      return next;
     }
 
     // Sends one pipeline with every entry due within half its period.
@@ -158,7 +134,8 @@ class renewal_service {
       if (batch.empty()) return;
       ++batches;
       renewals += batch.size();
-      backend.async_exec(std::move(req), [self = this->shared_from_this(), batch = std::move(batch),
+      backend.async_exec(std::move(req), [self = std::static_pointer_cast<impl>(shared_from_this()),
+                                          batch = std::move(batch),
                                           sent = now](error_code ec, redis::response r) {
         self->on_replies(batch, sent, ec, r);
       });

@@ -1,0 +1,78 @@
+// The clock of a per-backend service (the watchdog's renewals, the loss
+// signal's deadlines): one strand, one timer, one step run whenever it is due.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace dlock::detail {
+
+namespace asio = boost::asio;
+
+/// Runs `step()` on a strand of the backend's executor when started, when
+/// the time it last returned comes, and soon after every `wake()`. A
+/// service keeps its own state under `m` and derives from this; it is
+/// always owned by a shared_ptr (the loop and replies in flight keep it
+/// alive), and its owner calls `stop()` when it goes away.
+class timer_loop : public std::enable_shared_from_this<timer_loop> {
+ public:
+  explicit timer_loop(const asio::any_io_executor& ex) : strand_(asio::make_strand(ex)), timer_(strand_) {}
+  virtual ~timer_loop() = default;
+  timer_loop(const timer_loop&) = delete;
+  timer_loop& operator=(const timer_loop&) = delete;
+
+  void start() { asio::co_spawn(strand_, run(shared_from_this()), asio::detached); }
+
+  /// Runs the step soon (something became due earlier than it said).
+  void wake() {
+    asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
+  }
+
+  /// Ends the loop: after this returns, the step never runs again and
+  /// `stopped` is true for code that runs later (replies in flight).
+  void stop() {
+    {
+      std::lock_guard g(m);
+      stopped = true;
+      clear();
+    }
+    wake();
+  }
+
+ protected:
+  /// Does what is due; returns when it is next due (time_point::max():
+  /// only when woken). Called on the strand, with `m` not held.
+  virtual std::chrono::steady_clock::time_point step() = 0;
+  /// Drops the service's state; called under `m` by stop().
+  virtual void clear() = 0;
+
+  mutable std::mutex m;
+  bool stopped = false;  // under m
+
+ private:
+  static asio::awaitable<void> run(std::shared_ptr<timer_loop> self) {
+    for (;;) {
+      {
+        std::lock_guard g(self->m);
+        if (self->stopped) co_return;
+      }
+      self->timer_.expires_at(self->step());
+      co_await self->timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+
+  asio::strand<asio::any_io_executor> strand_;
+  asio::steady_timer timer_;
+};
+
+}  // namespace dlock::detail
