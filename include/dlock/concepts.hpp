@@ -125,13 +125,15 @@ concept Ownership = std::is_nothrow_move_constructible_v<O> && requires(const O&
 
 // ---- Renewal ---------------------------------------------------------------
 
-/// How long a hold lasts and who extends it: `lease()` is the key's time to
-/// live (zero: none); `renews` says whether a watchdog extends it every
-/// `period()` while held; `margin()` is how long before the lease's end
-/// the hold counts as lost (see loss_margin).
+/// How long a hold lasts and who extends it: `expires` says whether the
+/// key gets a lease at all, `lease()` is its time to live (zero: none);
+/// `renews` says whether a watchdog extends it every `period()` while held;
+/// `margin()` is how long before the lease's end the hold counts as lost
+/// (see loss_margin).
 template <class R>
 concept Renewal = requires(const R& r) {
   { R::policy_name } -> std::convertible_to<std::string_view>;
+  { R::expires } -> std::convertible_to<bool>;
   { R::renews } -> std::convertible_to<bool>;
   { r.lease() } -> std::same_as<milliseconds>;
   { r.period() } -> std::same_as<milliseconds>;
@@ -160,7 +162,7 @@ concept Wait = requires(const W& w) {
 /// | rule | why |
 /// |---|---|
 /// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash) | an unchecked extend would keep someone else's lock alive |
-/// | ownership that needs a lease (Token, ReentrantHash, GetSetExpiry) cannot take renewal::None | SET NX PX, the hash's PEXPIRE and the GETSET expiry all carry one |
+/// | ownership that needs a lease (ReentrantHash, GetSetExpiry) cannot take renewal::None | the hash's scripts set its expiry with every write; GETSET's value is the expiry |
 /// | pub/sub waiting needs ownership that publishes on release (ReentrantHash) | otherwise no message ever wakes the waiter |
 ///
 /// (GetSetExpiry falls under the first rule: it has no owner id, and its
@@ -168,7 +170,7 @@ concept Wait = requires(const W& w) {
 template <class O, class R, class W>
 struct rules {
   static constexpr bool watchdog_has_owner = !R::renews || O::owner_checked;
-  static constexpr bool lease_present = !O::needs_lease || std::string_view(R::policy_name) != "none";
+  static constexpr bool lease_present = !O::needs_lease || R::expires;
   static constexpr bool pubsub_has_publisher = !W::needs_publish || O::publishes_on_release;
   static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher;
 };

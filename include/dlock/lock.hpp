@@ -76,7 +76,7 @@ class Lock {
   static_assert(rules<OwnershipT, RenewalT, WaitT>::watchdog_has_owner,
                 "watchdog renewal needs an ownership policy with an owner id: use ownership::Token or ownership::ReentrantHash, or renewal::FixedLease");
   static_assert(rules<OwnershipT, RenewalT, WaitT>::lease_present,
-                "this ownership policy needs a lease: use renewal::FixedLease or renewal::Watchdog (only ownership::SetNx works without one)");
+                "this ownership policy needs a lease: use renewal::FixedLease or renewal::Watchdog (only ownership::SetNx and ownership::Token work without one)");
   static_assert(rules<OwnershipT, RenewalT, WaitT>::pubsub_has_publisher,
                 "pub/sub waiting needs an ownership policy that publishes on release: use ownership::ReentrantHash, or wait::Spin / wait::Backoff");
 

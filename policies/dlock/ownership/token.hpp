@@ -15,6 +15,10 @@ namespace dlock::ownership {
 /// token, as with redis-py's `Lock` and node-redlock, so their locks and
 /// this one exclude each other on the same name.
 ///
+/// With renewal::None it is `SET name token NX`, no expiry: redis-py's
+/// default `Lock(name)` (A2n). A crashed holder keeps it forever, but only
+/// its owner's release deletes it.
+///
 /// Not reentrant: the same owner acquiring twice fails with already_held.
 /// A lost acquire reply is resolved by asking whether the key holds our
 /// token. A release retried after outcome_unknown is answered from a short
@@ -24,7 +28,7 @@ struct Token {
   static constexpr bool owner_checked = true;
   static constexpr bool publishes_on_release = false;
   static constexpr bool reentrant = false;
-  static constexpr bool needs_lease = true;
+  static constexpr bool needs_lease = false;
   static constexpr bool resolves_unknown = true;
 
   /// How long a release remembers its result for a retry (10 s).
@@ -69,7 +73,9 @@ return 0
                                                               detail::hold_record& rec) const {
     auto sent = detail::steady::now();
     redis::request req;
-    req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count()).push("PTTL", rec.name);
+    if (rec.lease > milliseconds::zero()) req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count());
+    else req.push("SET", rec.name, rec.owner, "NX");
+    req.push("PTTL", rec.name);
     auto [ec, r] = co_await detail::exec(backend, std::move(req));
     if (ec) co_return std::pair{ec, attempt{}};
     if (r.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};

@@ -15,6 +15,7 @@ namespace dlock::renewal {
 /// max_lease (10^12 ms), and longer than its margin.
 struct FixedLease {
   static constexpr const char* policy_name = "fixed";
+  static constexpr bool expires = true;
   static constexpr bool renews = false;
 
   milliseconds duration{std::chrono::seconds(30)};

@@ -5,10 +5,13 @@
 
 namespace dlock::renewal {
 
-/// No lease at all: the lock lasts until released. Only SetNx accepts it,
-/// and a crashed holder then keeps the lock forever: the A1 deadlock.
+/// No lease at all: the lock lasts until released, and a crashed holder
+/// keeps it forever: A1's deadlock with SetNx, and redis-py's default
+/// `Lock(name)` (no timeout) with Token, whose owner check still keeps
+/// anyone else's release from deleting it (A2n).
 struct None {
   static constexpr const char* policy_name = "none";
+  static constexpr bool expires = false;
   static constexpr bool renews = false;
   milliseconds lease() const { return milliseconds::zero(); }
   milliseconds period() const { return milliseconds::zero(); }

@@ -25,6 +25,7 @@ namespace dlock::renewal {
 /// shortest timeout is 16 ms.
 struct Watchdog {
   static constexpr const char* policy_name = "watchdog";
+  static constexpr bool expires = true;
   static constexpr bool renews = true;
 
   milliseconds timeout{std::chrono::seconds(30)};

@@ -1,3 +1,0 @@
-// expect: this ownership policy needs a lease
-#include <dlock/dlock.hpp>
-template class dlock::Lock<dlock::RedisBackend, dlock::ownership::Token, dlock::renewal::None, dlock::wait::Spin>;
