@@ -24,6 +24,9 @@ class category final : public std::error_category {
       case error::invalid_interval: return "invalid interval: must be positive";
       case error::invalid_url: return "invalid Redis URL";
       case error::invalid_argument: return "invalid argument";
+      case error::would_deadlock:
+        return "a blocking call on a thread that runs the backend's executor would wait for itself";
+      case error::unexpected_exception: return "an exception where dlock could not throw it";
       case error::connection_refused: return "connection refused by the Redis server";
       case error::resolve_failed: return "the Redis host name did not resolve";
       case error::connect_timeout: return "connecting to Redis timed out";
@@ -43,10 +46,43 @@ class category final : public std::error_category {
   }
 };
 
+class condition_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "dlock.condition"; }
+
+  std::string message(int value) const override {
+    switch (static_cast<condition>(value)) {
+      case condition::not_sent: return "the command never reached Redis; retrying is safe";
+      case condition::may_have_run: return "the command may have run";
+      case condition::lock_lost: return "the lock is lost";
+    }
+    return "unknown dlock condition";
+  }
+
+  bool equivalent(const std::error_code& code, int value) const noexcept override {
+    if (code.category() != dlock::error_category()) return false;
+    auto e = static_cast<error>(code.value());
+    switch (static_cast<condition>(value)) {
+      case condition::not_sent:
+        return e == error::connection_refused || e == error::resolve_failed || e == error::connect_timeout ||
+               e == error::auth_failed || e == error::select_failed || e == error::command_timeout ||
+               e == error::not_connected || e == error::shutting_down;
+      case condition::may_have_run: return e == error::outcome_unknown || e == error::unexpected_reply;
+      case condition::lock_lost: return e == error::lease_lost;
+    }
+    return false;
+  }
+};
+
 }  // namespace
 
 const std::error_category& error_category() noexcept {
   static const category instance;
+  return instance;
+}
+
+const std::error_category& condition_category() noexcept {
+  static const condition_category_impl instance;
   return instance;
 }
 

@@ -280,12 +280,10 @@ inline std::pair<error_code, release_outcome> deleted(const error_code& ec, cons
   return {make_error_code(error::unexpected_reply), release_outcome::lease_lost};
 }
 
-/// Whether a failed command may have run: outcome_unknown (sent, never
-/// answered) or a reply the policy could not read. Every other error means
-/// it was never sent, or the server refused it and changed nothing.
-inline bool may_have_run(const error_code& ec) {
-  return ec == error::outcome_unknown || ec == error::unexpected_reply;
-}
+/// Whether a failed command may have run (see condition::may_have_run).
+/// Every other error means it was never sent, or the server refused it and
+/// changed nothing.
+inline bool may_have_run(const error_code& ec) { return ec == std::error_condition(condition::may_have_run); }
 
 }  // namespace detail
 }  // namespace dlock

@@ -41,6 +41,11 @@ enum class error {
   invalid_url,
   /// An argument that breaks a documented precondition (say, an empty owner id).
   invalid_argument,
+  /// A blocking call on a thread that runs the backend's executor: it would
+  /// wait for a reply that only that thread can read. Use the async
+  /// interface there. (lock() and acquire() throw std::logic_error instead;
+  /// unlock() and the destructors report this.)
+  would_deadlock,
 
   // --- the connection ----------------------------------------------------
   /// The server refused the TCP or unix-socket connection.
@@ -73,18 +78,48 @@ enum class error {
   reply_too_large,
   /// A reply nests arrays deeper than the parser's limit.
   nesting_too_deep,
-  /// A well-formed reply of a type or value the caller did not expect.
+  /// A well-formed reply of a type or value the caller did not expect. The
+  /// command may have run.
   unexpected_reply,
+
+  // --- inside dlock ----------------------------------------------------------
+  /// An exception where dlock cannot throw (a destructor, unlock()); the
+  /// report that carries this code also carries the exception's text.
+  unexpected_exception,
+};
+
+/// Questions a caller asks of any error, instead of listing codes:
+/// `if (ec == dlock::condition::may_have_run) ...`. Works with
+/// std::error_code and with the boost::system::error_code of async
+/// completions.
+enum class condition {
+  /// The command never reached Redis (connect failures, command_timeout,
+  /// not_connected, shutting_down): nothing changed, retrying is safe.
+  not_sent = 1,
+  /// The command may have run: outcome_unknown (sent, never answered) or
+  /// unexpected_reply (answered in a way the algorithm cannot read). Ask
+  /// Redis, or retry an operation that is safe to repeat (a release).
+  may_have_run,
+  /// The caller's hold is gone (lease_lost): someone else may hold the
+  /// lock, and work done under it may have overlapped theirs.
+  lock_lost,
 };
 
 /// The category of dlock::error values; its name is "dlock".
 const std::error_category& error_category() noexcept;
+/// The category of dlock::condition values; its name is "dlock.condition".
+const std::error_category& condition_category() noexcept;
 
 inline std::error_code make_error_code(error e) noexcept {
   return {static_cast<int>(e), error_category()};
+}
+inline std::error_condition make_error_condition(condition c) noexcept {
+  return {static_cast<int>(c), condition_category()};
 }
 
 }  // namespace dlock
 
 template <>
 struct std::is_error_code_enum<dlock::error> : std::true_type {};
+template <>
+struct std::is_error_condition_enum<dlock::condition> : std::true_type {};

@@ -59,7 +59,9 @@ namespace dlock {
 ///   on another thread, so "the calling thread" means nothing there).
 ///
 /// Blocking calls must not run on a thread that runs the backend's executor
-/// (they throw std::logic_error there; see RedisBackend::on_io_thread).
+/// (see RedisBackend::on_io_thread): lock, try_lock and acquire throw
+/// std::logic_error there; unlock and Hold::release send nothing and report
+/// would_deadlock (unlock() through the error handler).
 /// Thread safety: a Lock may be used from many threads at once; it must
 /// outlive its holds and its pending operations.
 ///
@@ -124,7 +126,7 @@ class Lock {
       if (!can_wait) {
         if constexpr (RenewalT::renews) renewals().remove(rec.get());
         watch().remove(rec.get());
-        report(make_error_code(error::invalid_argument), "~Lock on the backend's own thread (holds lapse with their leases)");
+        report(make_error_code(error::would_deadlock), "~Lock on the backend's own thread (holds lapse with their leases)");
         continue;
       }
       while (held_count(entry) > 0) {
@@ -186,7 +188,8 @@ class Lock {
   }
 
   /// As unlock(), reporting not_owner (this thread holds nothing),
-  /// lease_lost, outcome_unknown or connection errors. After
+  /// lease_lost, outcome_unknown, connection errors, or would_deadlock (on
+  /// a thread that runs the backend's executor; nothing was sent). After
   /// outcome_unknown, this thread's next unlock() retries that release and
   /// reports what it did (exactly once within the ownership's
   /// `release_memory.window`, for Token and ReentrantHash).
@@ -632,9 +635,11 @@ class Lock {
     return true;
   }
 
+  // Never throws for a blocking-thread mistake: unlock() is noexcept and
+  // destructors call this; they report would_deadlock instead.
   release_result run_release(const std::string& key, std::shared_ptr<detail::hold_record> rec, std::string id,
                              bool abandon) {
-    check_blocking_allowed();
+    if (backend_.on_io_thread()) return release_result{error::would_deadlock, std::move(id)};
     return asio::co_spawn(asio::make_strand(backend_.get_executor()),
                           release_op(key, std::move(rec), std::move(id), abandon), asio::use_future)
         .get();
@@ -657,16 +662,27 @@ class Lock {
           ++background_releases_;
         }
         asio::co_spawn(asio::make_strand(backend_.get_executor()), release_op(std::move(key), rec, std::move(id), true),
-                       [this](std::exception_ptr, release_result r) {
-                         if (r.first) report(r.first, "release in ~Hold");
+                       [this](std::exception_ptr ep, release_result r) {
+                         if (ep) report(make_error_code(error::unexpected_exception), "release in ~Hold: " + what(ep));
+                         else if (r.first) report(r.first, "release in ~Hold");
                          std::lock_guard g(mutex_);
                          if (--background_releases_ == 0) background_done_.notify_all();
                        });
         return;
       }
       if (auto ec = run_release(key, std::move(rec), std::move(id), true).first) report(ec, "release in ~Hold");
+    } catch (...) {
+      report(make_error_code(error::unexpected_exception), "release in ~Hold: " + what(std::current_exception()));
+    }
+  }
+
+  static std::string what(std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
     } catch (const std::exception& e) {
-      report(make_error_code(error::invalid_argument), std::string("release in ~Hold: ") + e.what());
+      return e.what();
+    } catch (...) {
+      return "an exception not derived from std::exception";
     }
   }
 

@@ -354,4 +354,56 @@ TEST_CASE("blocking calls on the backend's own thread are refused", "[api]") {
     }
   });
   CHECK(refused.get_future().get());
+
+  // unlock() never throws (std::unique_lock calls it from a destructor): it
+  // reports would_deadlock through the error handler, and nothing is sent.
+  std::vector<std::error_code> reported;
+  lock.set_error_handler([&](std::error_code ec, const std::string&) { reported.push_back(ec); });
+  auto hold = lock.acquire();
+  std::promise<std::error_code> release_ec;
+  asio::post(redis.get_executor(), [&] {
+    lock.unlock();
+    std::error_code ec;
+    hold.release(ec);
+    release_ec.set_value(ec);
+  });
+  CHECK(release_ec.get_future().get() == dlock::error::would_deadlock);
+  REQUIRE(reported.size() == 1);
+  CHECK(reported[0] == dlock::error::would_deadlock);
+  CHECK(hold.owns_lock());  // still held, still releasable from a proper thread
+  CHECK(server.command({"EXISTS", "self"}) == "1");
+  hold.release();
+  CHECK(server.command({"EXISTS", "self"}) == "0");
+}
+
+TEST_CASE("error conditions answer the caller's three questions", "[api][errors]") {
+  using dlock::condition;
+  using dlock::error;
+  auto is = [](error e, condition c) { return make_error_code(e) == c; };
+  for (auto e : {error::connection_refused, error::resolve_failed, error::connect_timeout, error::auth_failed,
+                 error::select_failed, error::command_timeout, error::not_connected, error::shutting_down}) {
+    CAPTURE(make_error_code(e).message());
+    CHECK(is(e, condition::not_sent));
+    CHECK_FALSE(is(e, condition::may_have_run));
+    CHECK_FALSE(is(e, condition::lock_lost));
+  }
+  for (auto e : {error::outcome_unknown, error::unexpected_reply}) {
+    CHECK(is(e, condition::may_have_run));
+    CHECK_FALSE(is(e, condition::not_sent));
+  }
+  CHECK(is(error::lease_lost, condition::lock_lost));
+  for (auto e : {error::not_acquired, error::not_owner, error::already_held, error::server_error,
+                 error::invalid_lease, error::would_deadlock, error::unexpected_exception}) {
+    CHECK_FALSE(is(e, condition::not_sent));
+    CHECK_FALSE(is(e, condition::may_have_run));
+    CHECK_FALSE(is(e, condition::lock_lost));
+  }
+  // Another category's code with the same value answers nothing.
+  CHECK_FALSE(std::error_code(static_cast<int>(error::outcome_unknown), std::generic_category()) ==
+              condition::may_have_run);
+  // Async completions carry boost::system::error_code: the same answers.
+  boost::system::error_code async_ec = error::outcome_unknown;
+  CHECK(async_ec == std::error_condition(condition::may_have_run));
+  CHECK(std::error_code(async_ec) == condition::may_have_run);
+  CHECK(std::string(dlock::condition_category().name()) == "dlock.condition");
 }
