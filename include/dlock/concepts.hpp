@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -89,41 +90,165 @@ struct script_call {
   std::vector<std::string> args;
 };
 
-// ---- Backend ---------------------------------------------------------------
+// ---- The contracts ---------------------------------------------------------
+//
+// What the host (Lock) calls on each family, one concept per operation, so
+// that a policy missing one is rejected by name where Lock is instantiated
+// (detail/policy_checks.hpp turns each into a sentence). The family
+// concepts below are their conjunctions.
 
-/// Where the keys live: runs scripts and commands, subscribes to channels,
-/// gives an executor and a client id. RedisBackend is the one server case.
+namespace contract {
+
+/// The token every command a lock sends completes with (see detail::uncancellable).
+using command_token = asio::as_tuple_t<asio::use_awaitable_t<>>;
+
+// Backend: an executor, a client id, commands, scripts, subscriptions, a
+// way to tell its own threads, and one service of each type per backend.
 template <class B>
-concept Backend = requires(B& b, const redis::script& s, std::vector<std::string> v,
-                           redis::request req, std::string ch, redis::listener l) {
-  { b.get_executor() };
+concept backend_executor = requires(const B& b) {
+  { b.get_executor() } -> std::convertible_to<asio::any_io_executor>;
+};
+template <class B>
+concept backend_client_id = requires(const B& b) {
   { b.client_id() } -> std::convertible_to<std::string>;
-  b.async_eval(s, v, v, asio::as_tuple(asio::use_awaitable));
-  b.async_exec(req, asio::as_tuple(asio::use_awaitable));
-  b.async_subscribe(ch, l, asio::as_tuple(asio::use_awaitable));
+};
+template <class B>
+concept backend_on_io_thread = requires(const B& b) {
+  { b.on_io_thread() } -> std::convertible_to<bool>;
+};
+template <class B>
+concept backend_exec = requires(B& b, redis::request req) { b.async_exec(req, command_token{}); };
+template <class B>
+concept backend_eval = requires(B& b, const redis::script& s, std::vector<std::string> v) {
+  b.async_eval(s, v, v, command_token{});
+};
+template <class B>
+concept backend_subscribe = requires(B& b, std::string channel, redis::listener l) {
+  b.async_subscribe(channel, l, command_token{});
+};
+/// A stand-in for the services the host keeps per backend (the watchdog's
+/// renewals, the lease watch): made from the backend, returned by reference.
+struct service_probe {
+  template <class B>
+  explicit service_probe(B&) {}
+};
+template <class B>
+concept backend_services = requires(B& b) {
+  { b.template use_service<service_probe>() } -> std::same_as<service_probe&>;
 };
 
-// ---- Ownership -------------------------------------------------------------
-
-/// Who holds the lock, and the Redis side of acquiring, releasing and
-/// extending it. Each ownership policy states what it can do:
-/// - `owner_checked`: release and extend act only if the caller still owns
-///   the key (so renewal is safe and a late release cannot delete another
-///   owner's lock);
-/// - `publishes_on_release`: release publishes on the lock's channel;
-/// - `reentrant`: the same owner may acquire again and must release as often;
-/// - `needs_lease`: the algorithm does not work without an expiry.
+// Ownership: its traits, its owner value, and the three Redis operations.
 template <class O>
-concept Ownership = std::is_nothrow_move_constructible_v<O> && requires(const O& o) {
+concept ownership_traits = std::is_nothrow_move_constructible_v<O> && requires {
   { O::policy_name } -> std::convertible_to<std::string_view>;
   { O::owner_checked } -> std::convertible_to<bool>;
   { O::publishes_on_release } -> std::convertible_to<bool>;
   { O::reentrant } -> std::convertible_to<bool>;
   { O::needs_lease } -> std::convertible_to<bool>;
+  { O::resolves_unknown } -> std::convertible_to<bool>;
+};
+template <class O>
+concept ownership_validate = requires(const O& o) {
   { o.validate() } -> std::same_as<std::error_code>;
 };
+template <class O>
+concept ownership_make_owner = requires(const O& o, const std::string& id) {
+  { o.make_owner(id, id) } -> std::convertible_to<std::string>;
+};
+template <class O, class B>
+concept ownership_try_acquire = requires(const O& o, B& b, detail::hold_record& rec) {
+  { o.try_acquire(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, attempt>>>;
+};
+template <class O, class B>
+concept ownership_release = requires(const O& o, B& b, detail::hold_record& rec) {
+  { o.release(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, release_outcome>>>;
+};
+/// Needed when `resolves_unknown`: did the try whose reply was lost win?
+template <class O, class B>
+concept ownership_resolve = !O::resolves_unknown || requires(const O& o, B& b, const detail::hold_record& rec) {
+  { o.resolve(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, bool>>>;
+};
+/// Needed when `owner_checked`: the script the watchdog runs to extend.
+template <class O>
+concept ownership_extend = !O::owner_checked || requires(const O& o, const detail::hold_record& rec) {
+  { o.extend_call(rec) } -> std::same_as<script_call>;
+};
+/// Needed when `publishes_on_release`: the channel a release publishes on.
+template <class O>
+concept ownership_channel = !O::publishes_on_release || requires(std::string_view name) {
+  { O::channel(name) } -> std::convertible_to<std::string>;
+};
 
-// ---- Renewal ---------------------------------------------------------------
+// Renewal: its traits and its numbers (the host keeps the behaviour).
+template <class R>
+concept renewal_traits = requires {
+  { R::policy_name } -> std::convertible_to<std::string_view>;
+  { R::expires } -> std::convertible_to<bool>;
+  { R::renews } -> std::convertible_to<bool>;
+};
+template <class R>
+concept renewal_times = requires(const R& r) {
+  { r.lease() } -> std::same_as<milliseconds>;
+  { r.period() } -> std::same_as<milliseconds>;
+  { r.margin() } -> std::same_as<milliseconds>;
+};
+template <class R>
+concept renewal_validate = requires(const R& r) {
+  { r.validate() } -> std::same_as<std::error_code>;
+};
+
+// Wait: its traits, and a waiter per acquire operation, made from the
+// policy, the backend, the lock's name and its ownership's release channel
+// (empty when the ownership publishes nothing).
+template <class W>
+concept wait_traits = requires {
+  { W::policy_name } -> std::convertible_to<std::string_view>;
+  { W::retries } -> std::convertible_to<bool>;
+  { W::needs_publish } -> std::convertible_to<bool>;
+};
+template <class W>
+concept wait_validate = requires(const W& w) {
+  { w.validate() } -> std::same_as<std::error_code>;
+};
+template <class W, class B>
+concept wait_waiter =
+    std::constructible_from<typename W::template waiter<B>, const W&, B&, const std::string&, const std::string&>;
+template <class W, class B>
+concept wait_prepare = requires(typename W::template waiter<B>& w) {
+  { w.prepare() } -> std::same_as<asio::awaitable<error_code>>;
+};
+template <class W, class B>
+concept wait_wait = requires(typename W::template waiter<B>& w, std::optional<milliseconds> held_for,
+                             detail::steady::time_point deadline) {
+  { w.wait(held_for, deadline) } -> std::same_as<asio::awaitable<error_code>>;
+};
+
+}  // namespace contract
+
+/// Where the keys live: runs commands and scripts, subscribes to channels,
+/// gives an executor, a client id and per-backend services, and tells its
+/// own threads (where blocking would deadlock). RedisBackend is the one
+/// server case.
+template <class B>
+concept Backend = contract::backend_executor<B> && contract::backend_client_id<B> &&
+                  contract::backend_on_io_thread<B> && contract::backend_exec<B> && contract::backend_eval<B> &&
+                  contract::backend_subscribe<B> && contract::backend_services<B>;
+
+/// Who holds the lock, and the Redis side of acquiring, releasing and
+/// extending it on backend `B`. Each ownership policy states what it can do:
+/// - `owner_checked`: release and extend act only if the caller still owns
+///   the key (so renewal is safe and a late release cannot delete another
+///   owner's lock); it then gives `extend_call`;
+/// - `publishes_on_release`: release publishes on `channel(name)`;
+/// - `reentrant`: the same owner may acquire again and must release as often;
+/// - `needs_lease`: the algorithm does not work without an expiry;
+/// - `resolves_unknown`: `resolve` can tell whether a try whose reply was
+///   lost won.
+template <class O, class B>
+concept Ownership = contract::ownership_traits<O> && contract::ownership_validate<O> &&
+                    contract::ownership_make_owner<O> && contract::ownership_try_acquire<O, B> &&
+                    contract::ownership_release<O, B> && contract::ownership_resolve<O, B> &&
+                    contract::ownership_extend<O> && contract::ownership_channel<O>;
 
 /// How long a hold lasts and who extends it: `expires` says whether the
 /// key gets a lease at all, `lease()` is its time to live (zero: none);
@@ -131,27 +256,15 @@ concept Ownership = std::is_nothrow_move_constructible_v<O> && requires(const O&
 /// `margin()` is how long before the lease's end the hold counts as lost
 /// (see loss_margin).
 template <class R>
-concept Renewal = requires(const R& r) {
-  { R::policy_name } -> std::convertible_to<std::string_view>;
-  { R::expires } -> std::convertible_to<bool>;
-  { R::renews } -> std::convertible_to<bool>;
-  { r.lease() } -> std::same_as<milliseconds>;
-  { r.period() } -> std::same_as<milliseconds>;
-  { r.margin() } -> std::same_as<milliseconds>;
-  { r.validate() } -> std::same_as<std::error_code>;
-};
-
-// ---- Wait ------------------------------------------------------------------
+concept Renewal = contract::renewal_traits<R> && contract::renewal_times<R> && contract::renewal_validate<R>;
 
 /// What to do after a failed try: `retries` is false for try-once;
-/// `needs_publish` says it waits for the release message.
-template <class W>
-concept Wait = requires(const W& w) {
-  { W::policy_name } -> std::convertible_to<std::string_view>;
-  { W::retries } -> std::convertible_to<bool>;
-  { W::needs_publish } -> std::convertible_to<bool>;
-  { w.validate() } -> std::same_as<std::error_code>;
-};
+/// `needs_publish` says it waits for the release message. Its `waiter<B>`
+/// is made once per acquire; `prepare()` runs before the first wait (and
+/// only if the first try failed), `wait(held_for, deadline)` between tries.
+template <class W, class B>
+concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contract::wait_waiter<W, B> &&
+               contract::wait_prepare<W, B> && contract::wait_wait<W, B>;
 
 // ---- The rule table --------------------------------------------------------
 

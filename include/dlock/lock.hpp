@@ -25,6 +25,7 @@
 #include <dlock/concepts.hpp>
 #include <dlock/detail/lease_watch.hpp>
 #include <dlock/detail/owner_gate.hpp>
+#include <dlock/detail/policy_checks.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/renewal_service.hpp>
 #include <dlock/detail/spawn.hpp>
@@ -71,10 +72,9 @@ namespace dlock {
 template <class BackendT = RedisBackend, class OwnershipT = ownership::ReentrantHash,
           class RenewalT = renewal::Watchdog, class WaitT = wait::PubSub>
 class Lock {
-  static_assert(Backend<BackendT>, "the first parameter of dlock::Lock must be a backend (e.g. dlock::RedisBackend)");
-  static_assert(Ownership<OwnershipT>, "the second parameter of dlock::Lock must be an ownership policy from dlock::ownership");
-  static_assert(Renewal<RenewalT>, "the third parameter of dlock::Lock must be a renewal policy from dlock::renewal");
-  static_assert(Wait<WaitT>, "the fourth parameter of dlock::Lock must be a wait policy from dlock::wait");
+  // Each family's contract, one operation at a time (a sentence each).
+  static_assert(detail::policy_checks<BackendT, OwnershipT, RenewalT, WaitT>::ok,
+                "dlock::Lock's parameters must be a backend, an ownership, a renewal and a wait policy");
   static_assert(rules<OwnershipT, RenewalT, WaitT>::watchdog_has_owner,
                 "watchdog renewal needs an ownership policy with an owner id: use ownership::Token or ownership::ReentrantHash, or renewal::FixedLease");
   static_assert(rules<OwnershipT, RenewalT, WaitT>::lease_present,
@@ -351,6 +351,12 @@ class Lock {
   detail::renewal_service<BackendT>& renewals() {
     return backend_.template use_service<detail::renewal_service<BackendT>>();
   }
+  // Where the ownership's release publishes, for a wait that listens.
+  std::string release_channel() const {
+    if constexpr (OwnershipT::publishes_on_release) return OwnershipT::channel(name_);
+    else return {};
+  }
+
   detail::lease_watch<BackendT>& watch() { return backend_.template use_service<detail::lease_watch<BackendT>>(); }
 
   template <class Rep, class Period>
@@ -394,7 +400,7 @@ class Lock {
     };
 
     entry_use entry(this, key, true);
-    typename WaitT::template waiter<BackendT> waiter(wait_, backend_, name_);
+    typename WaitT::template waiter<BackendT> waiter(wait_, backend_, name_, release_channel());
     std::shared_ptr<detail::hold_record> fresh;  // ours if we win a free lock
     bool prepared = false;
     for (;;) {

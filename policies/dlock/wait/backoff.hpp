@@ -43,7 +43,8 @@ struct Backoff {
     milliseconds base, cap;
     int tries = 0;
 
-    waiter(const Backoff& p, B&, const std::string&) : base(p.base), cap(p.cap) {}
+    waiter(const Backoff& p, B&, const std::string& /*name*/, const std::string& /*channel*/)
+        : base(p.base), cap(p.cap) {}
     asio::awaitable<error_code> prepare() { co_return error_code{}; }
     asio::awaitable<error_code> wait(std::optional<milliseconds>, detail::steady::time_point deadline) {
       auto limit = bound(base, cap, tries++);

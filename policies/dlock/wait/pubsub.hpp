@@ -32,7 +32,10 @@ struct PubSub {
   template <class B>
   class waiter {
    public:
-    waiter(const PubSub&, B& backend, const std::string& name) : backend_(backend), name_(name) {}
+    /// `channel`: where the ownership's release publishes (see
+    /// ReentrantHash::channel); the rule table guarantees there is one.
+    waiter(const PubSub&, B& backend, const std::string& /*name*/, const std::string& channel)
+        : backend_(backend), channel_(channel) {}
 
     asio::awaitable<error_code> prepare() {
       auto ex = co_await asio::this_coro::executor;
@@ -48,7 +51,7 @@ struct PubSub {
           }
         });
       };
-      auto [ec, sub] = co_await backend_.async_subscribe(channel_of(name_), std::move(listener),
+      auto [ec, sub] = co_await backend_.async_subscribe(channel_, std::move(listener),
                                                           asio::as_tuple(asio::use_awaitable));
       subscription_ = std::move(sub);
       co_return ec;
@@ -74,12 +77,8 @@ struct PubSub {
       bool released = false;
     };
 
-    static std::string channel_of(const std::string& name) {
-      return "redisson_lock__channel:{" + name + "}";
-    }
-
     B& backend_;
-    std::string name_;
+    std::string channel_;
     std::shared_ptr<signal> state_;
     redis::subscription subscription_;
   };

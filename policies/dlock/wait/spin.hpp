@@ -27,7 +27,7 @@ struct Spin {
   template <class B>
   struct waiter {
     milliseconds interval;
-    waiter(const Spin& p, B&, const std::string&) : interval(p.interval) {}
+    waiter(const Spin& p, B&, const std::string& /*name*/, const std::string& /*channel*/) : interval(p.interval) {}
     asio::awaitable<error_code> prepare() { co_return error_code{}; }
     asio::awaitable<error_code> wait(std::optional<milliseconds>, detail::steady::time_point deadline) {
       co_return co_await detail::sleep_until(std::min(deadline, detail::steady::now() + interval));

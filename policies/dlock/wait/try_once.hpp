@@ -17,7 +17,7 @@ struct TryOnce {
 
   template <class B>
   struct waiter {
-    waiter(const TryOnce&, B&, const std::string&) {}
+    waiter(const TryOnce&, B&, const std::string& /*name*/, const std::string& /*channel*/) {}
     asio::awaitable<error_code> prepare() { co_return error_code{}; }
     asio::awaitable<error_code> wait(std::optional<milliseconds>, detail::steady::time_point) {
       co_return make_error_code(error::not_acquired);

@@ -1,0 +1,46 @@
+// The contracts of concepts.hpp as sentences: Lock instantiates policy_checks
+// so that a policy missing an operation is named, with its family, in the
+// first error a user sees.
+#pragma once
+
+#include <dlock/concepts.hpp>
+
+namespace dlock::detail {
+
+template <class B, class O, class R, class W>
+struct policy_checks {
+  // Backend.
+  static_assert(contract::backend_executor<B>, "dlock::Lock backend: lacks get_executor() returning an Asio executor (where lock operations run)");
+  static_assert(contract::backend_client_id<B>, "dlock::Lock backend: lacks client_id() returning a string (the first part of owner ids)");
+  static_assert(contract::backend_on_io_thread<B>, "dlock::Lock backend: lacks on_io_thread() returning bool (where blocking would deadlock)");
+  static_assert(contract::backend_exec<B>, "dlock::Lock backend: lacks async_exec(redis::request, token) (to send a pipeline)");
+  static_assert(contract::backend_eval<B>, "dlock::Lock backend: lacks async_eval(script, keys, args, token) (to run a Lua script)");
+  static_assert(contract::backend_subscribe<B>, "dlock::Lock backend: lacks async_subscribe(channel, listener, token) (for pub/sub waits)");
+  static_assert(contract::backend_services<B>, "dlock::Lock backend: lacks use_service<S>() returning S& (one renewal timer and lease watch per backend)");
+
+  // Ownership.
+  static_assert(contract::ownership_traits<O>, "dlock::Lock ownership policy: lacks its traits (policy_name, owner_checked, publishes_on_release, reentrant, needs_lease, resolves_unknown) or is not nothrow-movable");
+  static_assert(contract::ownership_validate<O>, "dlock::Lock ownership policy: lacks validate() returning std::error_code");
+  static_assert(contract::ownership_make_owner<O>, "dlock::Lock ownership policy: lacks make_owner(client_id, owner_key) returning the owner value");
+  static_assert(contract::ownership_try_acquire<O, B>, "dlock::Lock ownership policy: lacks try_acquire(backend, hold_record&) returning awaitable<pair<error_code, attempt>>");
+  static_assert(contract::ownership_release<O, B>, "dlock::Lock ownership policy: lacks release(backend, hold_record&) returning awaitable<pair<error_code, release_outcome>>");
+  static_assert(contract::ownership_resolve<O, B>, "dlock::Lock ownership policy: says resolves_unknown but lacks resolve(backend, const hold_record&) returning awaitable<pair<error_code, bool>>");
+  static_assert(contract::ownership_extend<O>, "dlock::Lock ownership policy: says owner_checked but lacks extend_call(const hold_record&) returning script_call");
+  static_assert(contract::ownership_channel<O>, "dlock::Lock ownership policy: says publishes_on_release but lacks static channel(name) returning the channel");
+
+  // Renewal.
+  static_assert(contract::renewal_traits<R>, "dlock::Lock renewal policy: lacks its traits (policy_name, expires, renews)");
+  static_assert(contract::renewal_times<R>, "dlock::Lock renewal policy: lacks lease(), period() or margin() returning milliseconds");
+  static_assert(contract::renewal_validate<R>, "dlock::Lock renewal policy: lacks validate() returning std::error_code");
+
+  // Wait.
+  static_assert(contract::wait_traits<W>, "dlock::Lock wait policy: lacks its traits (policy_name, retries, needs_publish)");
+  static_assert(contract::wait_validate<W>, "dlock::Lock wait policy: lacks validate() returning std::error_code");
+  static_assert(contract::wait_waiter<W, B>, "dlock::Lock wait policy: lacks waiter<Backend> constructible from (const policy&, backend&, name, channel)");
+  static_assert(contract::wait_prepare<W, B>, "dlock::Lock wait policy: its waiter lacks prepare() returning awaitable<error_code>");
+  static_assert(contract::wait_wait<W, B>, "dlock::Lock wait policy: its waiter lacks wait(optional<milliseconds>, steady_clock::time_point) returning awaitable<error_code>");
+
+  static constexpr bool ok = Backend<B> && Ownership<O, B> && Renewal<R> && Wait<W, B>;
+};
+
+}  // namespace dlock::detail
