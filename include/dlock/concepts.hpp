@@ -21,6 +21,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <dlock/detail/hold_record.hpp>
+#include <dlock/detail/key_slot.hpp>
 #include <dlock/error.hpp>
 #include <dlock/redis/request.hpp>
 #include <dlock/redis/script.hpp>
@@ -310,22 +311,6 @@ inline std::error_code validate_lease(milliseconds lease, const loss_margin& mar
   if (auto ec = margin.validate()) return ec;
   if (margin.of(lease) >= usable) return make_error_code(error::invalid_lease);
   return {};
-}
-
-/// A key that shares `name`'s cluster hash slot: keeps a hash tag if the
-/// name has one, otherwise makes the whole name the tag.
-inline std::string same_slot_key(std::string_view name, std::string_view suffix) {
-  auto open = name.find('{');
-  bool tagged = open != std::string_view::npos &&
-                name.find('}', open + 1) != std::string_view::npos &&
-                name.find('}', open + 1) > open + 1;
-  std::string key;
-  if (tagged) {
-    key.append(name).append(":").append(suffix);
-  } else {
-    key.append("{").append(name).append("}:").append(suffix);
-  }
-  return key;
 }
 
 /// How a release script remembers its own result for a short while, so that
