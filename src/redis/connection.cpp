@@ -1,30 +1,33 @@
 // The multiplexed Redis connection: a run loop (connect, handshake, then a
-// reader, a writer and a health check side by side) on one strand.
+// reader, a writer and a health check side by side) on one strand. It moves
+// bytes and runs timers; what they mean is decided by the sans-I/O parts:
+// the request queue, the handshake and the health rule.
 #include <dlock/redis/connection.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <exception>
-#include <string_view>
 #include <vector>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+
+#include "connect_error.hpp"
+#include "handshake.hpp"
+#include "health_check.hpp"
+#include "reconnect_backoff.hpp"
+#include "reply_stream.hpp"
+#include "request_queue.hpp"
 
 namespace dlock::redis {
 namespace detail {
@@ -33,47 +36,6 @@ using asio::awaitable;
 using clock = std::chrono::steady_clock;
 using socket_type = asio::generic::stream_protocol::socket;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-
-namespace {
-
-bool starts_with_ci(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i) {
-    char a = s[i];
-    if (a >= 'a' && a <= 'z') a = static_cast<char>(a - 'a' + 'A');
-    if (a != prefix[i]) return false;
-  }
-  return true;
-}
-
-// Connect errors that retrying will not fix; queued requests fail at once.
-bool is_permanent(const error_code& ec) {
-  return ec == error::auth_failed || ec == error::select_failed;
-}
-
-error_code map_connect_error(const error_code& ec) {
-  if (ec == asio::error::connection_refused || ec == asio::error::no_such_device ||
-      ec == boost::system::errc::no_such_file_or_directory)
-    return error::connection_refused;
-  if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again ||
-      ec == asio::error::no_data || ec == asio::error::no_recovery)
-    return error::resolve_failed;
-  return ec;
-}
-
-// What a failed connect reports, to connect waiters and to requests it kept
-// from being written: one of dlock's connection errors. Anything else (an
-// end-of-file or reset during the handshake, an error reply to PING such as
-// LOADING, an abort by drop_connection) only means "not connected".
-error_code to_connect_error(const error_code& ec) {
-  auto mapped = map_connect_error(ec);
-  if (mapped == error::connection_refused || mapped == error::resolve_failed ||
-      mapped == error::connect_timeout || is_permanent(mapped))
-    return mapped;
-  return error::not_connected;
-}
-
-}  // namespace
 
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
  public:
@@ -85,7 +47,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         write_signal_(strand_),
         deadline_timer_(strand_),
         reconnect_timer_(strand_),
-        parser_(cfg_.limits) {}
+        incoming_(cfg_.limits),
+        requests_(cfg_.command_timeout) {}
 
   asio::any_io_executor executor() const noexcept { return strand_; }
   const config& settings() const noexcept { return cfg_; }
@@ -103,13 +66,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     asio::dispatch(strand_, [self = shared_from_this()] {
       if (self->stopping_) return;
       self->stopping_ = true;
+      self->requests_.shut_down();
       error_code ignored;
       self->socket_.close(ignored);
       self->resolver_.cancel();
       self->write_signal_.cancel();
       self->deadline_timer_.cancel();
       self->reconnect_timer_.cancel();
-      if (!self->started_) self->fail_all(error::shutting_down, error::shutting_down);
+      if (!self->started_) self->requests_.fail_all(error::shutting_down, error::shutting_down);
     });
   }
 
@@ -122,39 +86,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   // Runs on the strand.
   void add(std::shared_ptr<exec_op> op) {
-    if (op->state == exec_op::stage::done) return;  // cancelled on its way here
-    if (stopping_) {
-      op->state = exec_op::stage::done;
-      op->complete(error::shutting_down, {});
-      return;
-    }
-    if (!connected_ && is_permanent(last_connect_error_)) {
-      op->state = exec_op::stage::done;
-      op->complete(last_connect_error_, {});
-      return;
-    }
-    if (op->expected == 0) {
-      op->state = exec_op::stage::done;
-      op->complete({}, {});
-      return;
-    }
-    op->deadline = clock::now() + cfg_.command_timeout;
-    queue_.push_back(std::move(op));
-    if (connected_) write_signal_.cancel();
+    if (requests_.add(std::move(op), clock::now()) && connected_) write_signal_.cancel();
     // No need to wake the expiry loop: it is never set later than now plus
     // one command timeout, which is this request's deadline at the earliest.
   }
 
-  // Runs on the strand: a cancelled request is taken back unless the writer
-  // took it already (then it cannot be, and completes as usual). One that
-  // has not reached add() yet is marked done, and add() drops it.
-  void take_back(const std::weak_ptr<exec_op>& weak_op) {
-    auto op = weak_op.lock();
-    if (!op || op->state != exec_op::stage::queued) return;
-    op->state = exec_op::stage::done;
-    std::erase(queue_, op);
-    op->complete(asio::error::operation_aborted, {});
-  }
+  // Runs on the strand; see request_queue::cancel.
+  void take_back(const std::weak_ptr<exec_op>& weak_op) { requests_.cancel(weak_op.lock()); }
 
   void wait_connected(std::function<void(error_code)> handler) {
     asio::dispatch(strand_, [self = shared_from_this(), h = std::move(handler)]() mutable {
@@ -176,13 +114,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
  private:
-  // ---- the run loop -------------------------------------------------------
-
   awaitable<void> run() {
     auto self = shared_from_this();
-    auto backoff = cfg_.reconnect_wait;
+    reconnect_backoff backoff(cfg_.reconnect_wait, cfg_.reconnect_wait_max);
     while (!stopping_) {
-      auto wait = cfg_.reconnect_wait;
+      reconnect_backoff::duration wait{};
       bool thrown = false;
       // Nothing may end this loop but stop(): it is spawned detached, so an
       // exception would end it silently and leave every request waiting.
@@ -190,14 +126,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         error_code ec = co_await connect_and_handshake();
         if (stopping_) break;
         if (ec) {
-          ec = to_connect_error(ec);
-          last_connect_error_ = ec;
-          if (is_permanent(ec)) fail_queued(ec);
-          notify_connect_waiters(ec);
-          wait = backoff;
-          backoff = std::min(backoff * 2, cfg_.reconnect_wait_max);
+          connect_failed(to_connect_error(ec), false);
+          wait = backoff.after_failure();
         } else {
-          backoff = cfg_.reconnect_wait;
+          wait = backoff.after_success();
           co_await serve();
         }
       } catch (...) {
@@ -207,26 +139,30 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         // Say, Asio refusing the endpoint, or a connect handler that threw.
         // Retrying may well throw again, so nothing waits for it.
         end_connection();
-        last_connect_error_ = error::not_connected;
-        fail_queued(error::not_connected);
-        notify_connect_waiters(error::not_connected);
-        wait = backoff;
-        backoff = std::min(backoff * 2, cfg_.reconnect_wait_max);
+        connect_failed(error::not_connected, true);
+        wait = backoff.after_failure();
       }
       if (stopping_) break;
       reconnect_timer_.expires_after(wait);
       co_await reconnect_timer_.async_wait(use_tuple);
     }
     end_connection();
-    fail_all(error::shutting_down, error::outcome_unknown);
+    requests_.fail_all(error::shutting_down, error::outcome_unknown);
     notify_connect_waiters(error::shutting_down);
+  }
+
+  // `ec` is one of dlock's connection errors; see request_queue::connect_failed.
+  void connect_failed(error_code ec, bool give_up) {
+    requests_.connect_failed(ec, give_up);
+    notify_connect_waiters(ec);
   }
 
   // Serves one connection until it breaks.
   awaitable<void> serve() {
     using namespace asio::experimental::awaitable_operators;
-    last_connect_error_ = {};
+    requests_.connected();
     connected_ = true;
+    last_byte_at_ = clock::now();  // the handshake's replies
     ++connects_;
     notify_connect_waiters({});
     if (connect_handler_) connect_handler_();
@@ -245,9 +181,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     connected_ = false;
     error_code ignored;
     socket_.close(ignored);
-    parser_.reset();
-    read_buffer_.clear();
-    fail_inflight(error::outcome_unknown);
+    incoming_.reset();
+    requests_.connection_lost();
   }
 
   // Each loop of a connection marks it dead as soon as it ends (return,
@@ -263,8 +198,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   awaitable<error_code> connect_and_handshake() {
     error_code ignored;
     socket_.close(ignored);
-    parser_.reset();
-    read_buffer_.clear();
+    incoming_.reset();
 
     // A watchdog closes the socket when the connect timeout passes; the
     // pending (or next) operation then fails and we report connect_timeout.
@@ -286,7 +220,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       self->resolver_.cancel();
     });
     error_code ec = co_await connect_socket();
-    if (!ec && !stopping_) ec = co_await handshake();
+    if (!ec && !stopping_) ec = co_await run_handshake();
     state->finished = true;
     watchdog.cancel();
     if (state->timed_out) ec = error::connect_timeout;  // the socket is closed
@@ -332,95 +266,41 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     co_return map_connect_error(ec);
   }
 
-  awaitable<error_code> handshake() {
-    request req;
-    enum class step { auth, select, setname };
-    std::vector<step> steps;
-    if (!cfg_.password.empty()) {
-      if (cfg_.user.empty()) req.push("AUTH", cfg_.password);
-      else req.push("AUTH", cfg_.user, cfg_.password);
-      steps.push_back(step::auth);
-    }
-    if (cfg_.database != 0) {
-      req.push("SELECT", cfg_.database);
-      steps.push_back(step::select);
-    }
-    if (!cfg_.client_name.empty()) {
-      req.push("CLIENT", "SETNAME", cfg_.client_name);
-      steps.push_back(step::setname);
-    }
-    // Always end with a PING: it proves the server answers commands, and it
-    // reports NOAUTH when the server wants a password we do not have.
-    req.push("PING");
-    auto [wec, n] = co_await asio::async_write(socket_, asio::buffer(req.payload()), use_tuple);
+  awaitable<error_code> run_handshake() {
+    const handshake greeting(cfg_);
+    auto [wec, written] = co_await asio::async_write(socket_, asio::buffer(greeting.commands().payload()), use_tuple);
     if (wec) co_return wec;
-    std::vector<value> replies;
-    while (replies.size() < req.size()) {
-      value v;
-      error_code rec = co_await read_one(v);
-      if (rec) co_return rec;
-      replies.push_back(std::move(v));
-    }
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      const value& r = replies[i];
-      if (!r.is_error()) continue;
-      if (i == steps.size()) {  // the PING
-        if (starts_with_ci(r.str, "NOAUTH")) co_return error::auth_failed;
-        co_return error::server_error;
+    response replies;
+    char chunk[4096];
+    while (replies.size() < greeting.replies_expected()) {
+      auto res = incoming_.next();
+      if (res.ec) co_return res.ec;
+      if (res.reply) {
+        replies.push_back(std::move(*res.reply));
+        continue;
       }
-      switch (steps[i]) {
-        case step::auth: co_return error::auth_failed;
-        case step::select:
-          if (starts_with_ci(r.str, "NOAUTH")) co_return error::auth_failed;
-          co_return error::select_failed;
-        case step::setname:
-          if (starts_with_ci(r.str, "NOAUTH")) co_return error::auth_failed;
-          break;  // an ACL may forbid CLIENT SETNAME; the name is cosmetic
-      }
-    }
-    co_return error_code{};
-  }
-
-  // Reads until one whole reply is parsed (handshake only; the read loop
-  // parses inline).
-  awaitable<error_code> read_one(value& out) {
-    for (;;) {
-      if (!read_buffer_.empty()) {
-        auto res = parser_.parse(read_buffer_);
-        read_buffer_.erase(0, res.consumed);
-        if (res.ec) co_return res.ec;
-        if (res.reply) {
-          out = std::move(*res.reply);
-          co_return error_code{};
-        }
-      }
-      char chunk[4096];
       auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), use_tuple);
       if (ec) co_return ec;
-      read_buffer_.append(chunk, n);
+      incoming_.append(chunk, n);
     }
+    co_return greeting.verdict(replies);
   }
 
   awaitable<void> read_loop() {
     end_of_connection guard{*this};
     std::vector<char> chunk(64 * 1024);
     for (;;) {
-      // Replies left over from the handshake's read come first. One read
-      // may hold thousands of small replies: parse them at an offset and
-      // drop the parsed bytes once, not once per reply.
-      std::size_t parsed = 0;
-      while (parsed < read_buffer_.size()) {
-        auto res = parser_.parse(std::string_view(read_buffer_).substr(parsed));
-        parsed += res.consumed;
+      // Replies left over from the handshake's read come first.
+      for (;;) {
+        auto res = incoming_.next();
         if (res.ec) co_return;  // a broken stream cannot be resynchronised
         if (!res.reply) break;
         if (!deliver(std::move(*res.reply))) co_return;
       }
-      read_buffer_.erase(0, parsed);
       auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), use_tuple);
       if (ec) co_return;
-      bytes_read_ += n;
-      read_buffer_.append(chunk.data(), n);
+      last_byte_at_ = clock::now();
+      incoming_.append(chunk.data(), n);
     }
   }
 
@@ -431,166 +311,61 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       push_handler_(std::move(v));
       return true;
     }
-    if (inflight_.empty()) return false;  // a reply nobody asked for
-    auto& op = inflight_.front();
-    op->replies.push_back(std::move(v));
-    if (op->replies.size() < op->expected) return true;
-    auto done = std::move(op);
-    inflight_.pop_front();
-    if (done->state != exec_op::stage::done) {  // not already timed out
-      done->state = exec_op::stage::done;
-      done->complete({}, std::move(done->replies));
-    }
-    return true;
+    return !requests_.take_reply(std::move(v)).stray;
   }
 
   awaitable<void> write_loop() {
     end_of_connection guard{*this};
-    std::string batch;
-    std::size_t taken = 0;  // ops of `batch`: the last ones in inflight_
+    request_queue::batch batch;
     for (;;) {
       // Once another loop ended, this connection takes no more requests
       // (and a co_await here would throw: the group cancelled us).
       if (stopping_ || !connected_) co_return;
-      if (queue_.empty()) {
+      if (!requests_.has_queued()) {
         write_signal_.expires_at(clock::time_point::max());
         co_await write_signal_.async_wait(use_tuple);
         continue;
       }
-      batch.clear();
-      taken = 0;
-      std::size_t commands = 0;
-      auto now = clock::now();
-      while (!queue_.empty()) {
-        auto op = std::move(queue_.front());
-        queue_.pop_front();
-        if (op->state != exec_op::stage::queued) continue;
-        // From here on the request may reach the server: a failure is
-        // outcome_unknown, never "not sent".
-        op->state = exec_op::stage::written;
-        op->written_at = now;
-        batch += op->payload;
-        commands += op->expected;
-        inflight_.push_back(std::move(op));
-        ++taken;
-      }
-      if (batch.empty()) continue;
-      auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(batch), use_tuple);
-      if (ec) {
-        // Not one byte left: none of the batch reached the server, so it is
-        // queued again (in order, at the front) for the next connection.
-        if (n == 0) requeue_last(taken);
-        co_return;
-      }
+      requests_.take_batch(clock::now(), batch);
+      if (batch.payload.empty()) continue;
+      // Counted first: the replies may be read before the write completes.
       ++writes_;
-      commands_written_ += commands;
+      commands_written_ += batch.commands;
+      auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(batch.payload), use_tuple);
+      if (ec && n == 0) {  // not one byte left: no write, and the batch waits for the next connection
+        --writes_;
+        commands_written_ -= batch.commands;
+        requests_.unwrite(batch);
+      }
+      if (ec) co_return;
     }
   }
 
-  // Moves the last `count` written requests back to the front of the queue.
-  void requeue_last(std::size_t count) {
-    for (; count > 0 && !inflight_.empty(); --count) {
-      auto op = std::move(inflight_.back());
-      inflight_.pop_back();
-      if (op->state != exec_op::stage::written) continue;  // timed out meanwhile
-      op->state = exec_op::stage::queued;
-      queue_.push_front(std::move(op));
-    }
-  }
-
-  // Every interval: the connection is dead (a paused server, a half-open
-  // socket) when the oldest unanswered request was written longer ago than
-  // any reply may take (the command timeout, or one interval if that is
-  // longer) and not one byte arrived during the last interval. A slow
-  // command (a 2 s BLPOP, another client's long script) is not a dead
-  // connection, and new writes do not hide an old silence. When idle,
-  // send a PING so that such a connection is noticed.
+  // Every interval, the health rule (see judge_health) on what the
+  // connection did since.
   awaitable<void> health_loop() {
     end_of_connection guard{*this};
     asio::steady_timer timer(strand_);
-    const auto patience = std::max(cfg_.command_timeout, cfg_.health_check_interval);
-    std::size_t seen = bytes_read_;
     for (;;) {
       timer.expires_after(cfg_.health_check_interval);
       auto [ec] = co_await timer.async_wait(use_tuple);
       if (ec || stopping_ || !connected_) co_return;
-      bool overdue = !inflight_.empty() && clock::now() - inflight_.front()->written_at >= patience;
-      if (overdue && bytes_read_ == seen) co_return;  // silent for a whole interval
-      seen = bytes_read_;
-      if (inflight_.empty() && queue_.empty()) {
-        request ping;
-        ping.push("PING");
-        auto op = std::make_shared<silent_op>();
-        op->expected = 1;
-        op->payload = ping.payload();
-        add(std::move(op));
+      link_activity seen{requests_.oldest_unanswered(), requests_.has_queued(), last_byte_at_};
+      switch (judge_health(cfg_.health_check_interval, cfg_.command_timeout, seen, clock::now())) {
+        case health::dead: co_return;
+        case health::ping: add(std::make_shared<health_ping>()); break;
+        case health::healthy: break;
       }
     }
   }
 
-  struct silent_op final : exec_op {
-    void complete(error_code, response) override {}
-  };
-
-  // Completes requests whose command_timeout passed. Requests are queued in
-  // order with one timeout, so the earliest deadline is always at a front,
-  // and adding a request never needs to re-arm this timer.
+  // Ends requests whose command timeout passed (see request_queue::expire).
   awaitable<void> expire_loop() {
     auto self = shared_from_this();
     while (!stopping_) {
-      auto now = clock::now();
-      auto next = clock::time_point::max();
-      for (auto& op : inflight_) {
-        if (op->state == exec_op::stage::done) continue;
-        if (op->deadline > now) {
-          next = std::min(next, op->deadline);
-          break;
-        }
-        // Keep it in inflight_ so its late reply is matched and dropped.
-        op->state = exec_op::stage::done;
-        op->complete(error::outcome_unknown, {});
-      }
-      while (!queue_.empty() && (queue_.front()->state == exec_op::stage::done ||
-                                 queue_.front()->deadline <= now)) {
-        auto op = std::move(queue_.front());
-        queue_.pop_front();
-        if (op->state == exec_op::stage::done) continue;
-        op->state = exec_op::stage::done;
-        error_code why = last_connect_error_ && !connected_ ? last_connect_error_
-                                                            : error_code(error::command_timeout);
-        op->complete(why, {});
-      }
-      if (!queue_.empty()) next = std::min(next, queue_.front()->deadline);
-      // Idle: look again one timeout from now, before any new request is due.
-      next = std::min(next, now + cfg_.command_timeout);
-      deadline_timer_.expires_at(next);
+      deadline_timer_.expires_at(requests_.expire(clock::now()));
       co_await deadline_timer_.async_wait(use_tuple);
     }
-  }
-
-  void fail_queued(error_code ec) {
-    auto queued = std::move(queue_);
-    queue_.clear();
-    for (auto& op : queued) {
-      if (op->state == exec_op::stage::done) continue;
-      op->state = exec_op::stage::done;
-      op->complete(ec, {});
-    }
-  }
-
-  void fail_inflight(error_code ec) {
-    auto inflight = std::move(inflight_);
-    inflight_.clear();
-    for (auto& op : inflight) {
-      if (op->state == exec_op::stage::done) continue;
-      op->state = exec_op::stage::done;
-      op->complete(ec, {});
-    }
-  }
-
-  void fail_all(error_code queued_ec, error_code inflight_ec) {
-    fail_inflight(inflight_ec);
-    fail_queued(queued_ec);
   }
 
   void notify_connect_waiters(error_code ec) {
@@ -606,11 +381,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   asio::steady_timer write_signal_;
   asio::steady_timer deadline_timer_;
   asio::steady_timer reconnect_timer_;
-  parser parser_;
-  std::string read_buffer_;
+  reply_stream incoming_;
 
-  std::deque<std::shared_ptr<exec_op>> queue_;     // not yet written
-  std::deque<std::shared_ptr<exec_op>> inflight_;  // written, awaiting replies
+  request_queue requests_;
   std::vector<std::function<void(error_code)>> connect_waiters_;
   std::function<void(value&&)> push_handler_;
   std::function<void()> connect_handler_;
@@ -618,8 +391,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool started_ = false;
   bool stopping_ = false;
   bool connected_ = false;
-  error_code last_connect_error_;
-  std::size_t bytes_read_ = 0;
+  clock::time_point last_byte_at_{};  // for the health check
   std::atomic<std::size_t> connects_{0}, writes_{0}, commands_written_{0};
 };
 

@@ -20,141 +20,148 @@ bool parse_int(std::string_view text, std::int64_t& out) {
 
 }  // namespace
 
+// Bulk payloads and header lines alternate until a top-level reply is whole;
+// no step recurses, whatever the nesting of the input.
 parser::result parser::parse(std::string_view data) {
   result res;
-  if (failed_) {
-    res.ec = failed_;
-    return res;
-  }
-  auto fail = [&](error e) {
-    failed_ = make_error_code(e);
-    res.ec = failed_;
-    return res;
-  };
   std::size_t pos = 0;
-
-  for (;;) {
-    std::optional<value> done;  // a value just completed, to attach to its parent
-
-    if (bulk_) {
-      // A bulk payload, possibly spread over many reads: take what is here.
-      std::size_t payload_left = bulk_remaining_ > 2 ? bulk_remaining_ - 2 : 0;
-      std::size_t take = std::min(payload_left, data.size() - pos);
-      bulk_->str.append(data.data() + pos, take);
-      pos += take;
-      bulk_remaining_ -= take;
-      if (bulk_remaining_ > 2) {
-        res.consumed = pos;
-        return res;
-      }
-      // The CRLF after the payload (it may arrive one byte at a time).
-      while (bulk_remaining_ > 0 && pos < data.size()) {
-        char want = bulk_remaining_ == 2 ? '\r' : '\n';
-        if (data[pos] != want) return fail(error::protocol_error);
-        ++pos;
-        --bulk_remaining_;
-      }
-      if (bulk_remaining_ > 0) {
-        res.consumed = pos;
-        return res;
-      }
-      done = std::move(*bulk_);
-      bulk_.reset();
-    } else {
-      // A header line: only consumed once whole.
-      auto rest = data.substr(pos);
-      auto cr = rest.find('\r');
-      auto lf = rest.find('\n');
-      if (lf != std::string_view::npos && (cr == std::string_view::npos || lf < cr))
-        return fail(error::protocol_error);  // a bare LF
-      // The limit applies to the line itself, wherever the input was cut.
-      if (cr == std::string_view::npos) {
-        if (rest.size() > limits_.max_line_length) return fail(error::protocol_error);
-        res.consumed = pos;
-        return res;  // need more
-      }
-      if (cr > limits_.max_line_length) return fail(error::protocol_error);
-      if (cr + 1 >= rest.size()) {
-        res.consumed = pos;
-        return res;  // the LF is still to come
-      }
-      if (rest[cr + 1] != '\n') return fail(error::protocol_error);
-      if (cr == 0) return fail(error::protocol_error);
-      char type = rest[0];
-      std::string_view body = rest.substr(1, cr - 1);
-      pos += cr + 2;
-
-      switch (type) {
-        case '+':
-          done = value::make_string(std::string(body), kind::simple_string);
-          break;
-        case '-':
-          done = value::make_string(std::string(body), kind::error);
-          break;
-        case ':': {
-          std::int64_t n = 0;
-          if (!parse_int(body, n)) return fail(error::protocol_error);
-          done = value::make_integer(n);
-          break;
-        }
-        case '$': {
-          std::int64_t n = 0;
-          if (!parse_int(body, n) || n < -1) return fail(error::protocol_error);
-          if (n == -1) {
-            done = value::make_null();
-            break;
-          }
-          if (static_cast<std::uint64_t>(n) > limits_.max_bulk_length) return fail(error::reply_too_large);
-          bulk_ = value::make_string(std::string(), kind::bulk_string);
-          bulk_->str.reserve(std::min<std::size_t>(static_cast<std::size_t>(n), 64u << 10));
-          bulk_remaining_ = static_cast<std::size_t>(n) + 2;
-          continue;
-        }
-        case '*': {
-          std::int64_t n = 0;
-          if (!parse_int(body, n) || n < -1) return fail(error::protocol_error);
-          if (n == -1) {
-            done = value::make_null();
-            break;
-          }
-          if (static_cast<std::uint64_t>(n) > limits_.max_elements) return fail(error::reply_too_large);
-          if (n == 0) {
-            value empty;
-            empty.type = kind::array;
-            done = std::move(empty);
-            break;
-          }
-          if (stack_.size() >= limits_.max_depth) return fail(error::nesting_too_deep);
-          frame f;
-          f.array.type = kind::array;
-          // Never trust a count for memory: grow as elements really arrive.
-          f.array.elements.reserve(std::min<std::size_t>(static_cast<std::size_t>(n), 64));
-          f.remaining = static_cast<std::size_t>(n);
-          stack_.push_back(std::move(f));
-          continue;
-        }
-        default:
-          return fail(error::protocol_error);
-      }
-    }
-
-    // Attach the finished value to the open arrays, closing any it completes.
-    while (!stack_.empty()) {
-      frame& top = stack_.back();
-      top.array.elements.push_back(std::move(*done));
-      if (--top.remaining > 0) {
-        done.reset();
-        break;
-      }
-      done = std::move(top.array);
-      stack_.pop_back();
-    }
-    if (done) {
+  while (!failed_) {
+    std::optional<value> done;
+    step s = bulk_ ? read_bulk_payload(data, pos, done) : read_header(data, pos, done);
+    if (s == step::more) {
       res.consumed = pos;
-      res.reply = std::move(done);
+      return res;
+    }
+    if (s != step::complete) continue;
+    if (auto reply = attach(std::move(*done))) {
+      res.consumed = pos;
+      res.reply = std::move(reply);
       return res;
     }
   }
+  res.ec = failed_;  // nothing counts as consumed: the stream is dead
+  return res;
+}
+
+// A bulk payload, possibly spread over many reads: takes what is here, then
+// the CRLF after it (which may arrive one byte at a time).
+parser::step parser::read_bulk_payload(std::string_view data, std::size_t& pos, std::optional<value>& done) {
+  std::size_t payload_left = bulk_remaining_ > 2 ? bulk_remaining_ - 2 : 0;
+  std::size_t take = std::min(payload_left, data.size() - pos);
+  bulk_->str.append(data.data() + pos, take);
+  pos += take;
+  bulk_remaining_ -= take;
+  if (bulk_remaining_ > 2) return step::more;
+  while (bulk_remaining_ > 0 && pos < data.size()) {
+    char want = bulk_remaining_ == 2 ? '\r' : '\n';
+    if (data[pos] != want) return fail(error::protocol_error);
+    ++pos;
+    --bulk_remaining_;
+  }
+  if (bulk_remaining_ > 0) return step::more;
+  done = std::move(*bulk_);
+  bulk_.reset();
+  return step::complete;
+}
+
+// A header line is only consumed once whole: a type byte, then the body.
+parser::step parser::read_header(std::string_view data, std::size_t& pos, std::optional<value>& done) {
+  std::string_view line;
+  if (step s = read_line(data.substr(pos), line); s != step::complete) return s;
+  pos += line.size() + 2;
+  std::string_view body = line.substr(1);
+  switch (line[0]) {
+    case '+':
+      done = value::make_string(std::string(body), kind::simple_string);
+      return step::complete;
+    case '-':
+      done = value::make_string(std::string(body), kind::error);
+      return step::complete;
+    case ':': {
+      std::int64_t n = 0;
+      if (!parse_int(body, n)) return fail(error::protocol_error);
+      done = value::make_integer(n);
+      return step::complete;
+    }
+    case '$':
+    case '*': return open_sized(line[0], body, done);
+    default: return fail(error::protocol_error);
+  }
+}
+
+// Finds the CRLF-terminated, non-empty line at the start of `rest`. The
+// length limit applies to the line itself, wherever the input was cut.
+parser::step parser::read_line(std::string_view rest, std::string_view& line) {
+  auto cr = rest.find('\r');
+  auto lf = rest.find('\n');
+  if (lf != std::string_view::npos && (cr == std::string_view::npos || lf < cr))
+    return fail(error::protocol_error);  // a bare LF
+  if (cr == std::string_view::npos) {
+    if (rest.size() > limits_.max_line_length) return fail(error::protocol_error);
+    return step::more;
+  }
+  if (cr > limits_.max_line_length) return fail(error::protocol_error);
+  if (cr + 1 >= rest.size()) return step::more;  // the LF is still to come
+  if (rest[cr + 1] != '\n') return fail(error::protocol_error);
+  if (cr == 0) return fail(error::protocol_error);
+  line = rest.substr(0, cr);
+  return step::complete;
+}
+
+// A bulk string or an array: its header gives its size, or -1 for null.
+parser::step parser::open_sized(char type, std::string_view size_text, std::optional<value>& done) {
+  std::int64_t n = 0;
+  if (!parse_int(size_text, n) || n < -1) return fail(error::protocol_error);
+  if (n == -1) {
+    done = value::make_null();
+    return step::complete;
+  }
+  const bool bulk = type == '$';
+  if (static_cast<std::uint64_t>(n) > (bulk ? limits_.max_bulk_length : limits_.max_elements))
+    return fail(error::reply_too_large);
+  return bulk ? open_bulk(static_cast<std::size_t>(n)) : open_array(static_cast<std::size_t>(n), done);
+}
+
+parser::step parser::open_bulk(std::size_t length) {
+  bulk_ = value::make_string(std::string(), kind::bulk_string);
+  bulk_->str.reserve(std::min<std::size_t>(length, 64u << 10));
+  bulk_remaining_ = length + 2;
+  return step::opened;
+}
+
+parser::step parser::open_array(std::size_t count, std::optional<value>& done) {
+  if (count == 0) {
+    value empty;
+    empty.type = kind::array;
+    done = std::move(empty);
+    return step::complete;
+  }
+  if (stack_.size() >= limits_.max_depth) return fail(error::nesting_too_deep);
+  frame f;
+  f.array.type = kind::array;
+  // Never trust a count for memory: grow as elements really arrive.
+  f.array.elements.reserve(std::min<std::size_t>(count, 64));
+  f.remaining = count;
+  stack_.push_back(std::move(f));
+  return step::opened;
+}
+
+// Attaches a finished value to the open arrays, closing any it completes;
+// gives the top-level reply once none is left open.
+std::optional<value> parser::attach(value v) {
+  while (!stack_.empty()) {
+    frame& top = stack_.back();
+    top.array.elements.push_back(std::move(v));
+    if (--top.remaining > 0) return std::nullopt;
+    v = std::move(top.array);
+    stack_.pop_back();
+  }
+  return v;
+}
+
+parser::step parser::fail(std::error_code ec) {
+  failed_ = ec;
+  return step::failed;
 }
 
 void parser::reset() noexcept {

@@ -3,7 +3,6 @@
 // tells "not sent" apart from "sent but not answered".
 #pragma once
 
-#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -19,6 +18,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/redis/config.hpp>
+#include <dlock/redis/detail/exec_op.hpp>
 #include <dlock/redis/request.hpp>
 
 namespace dlock::redis {
@@ -32,24 +32,9 @@ using error_code = boost::system::error_code;
 
 namespace detail {
 
-// A queued command and its type-erased completion handler. Lives on the
-// connection's strand; `complete` is called exactly once.
-struct exec_op {
-  enum class stage : unsigned char { queued, written, done };
-
-  std::string payload;
-  std::size_t expected = 0;
-  response replies;
-  stage state = stage::queued;
-  std::chrono::steady_clock::time_point deadline{};
-  std::chrono::steady_clock::time_point written_at{};  // when the writer took it
-
-  virtual ~exec_op() = default;
-  virtual void complete(error_code ec, response r) = 0;
-};
-
 class connection_impl;
 
+// An exec_op whose completion goes to an Asio handler, on its own executor.
 template <class Handler, class IoExecutor>
 class exec_op_with : public exec_op {
  public:

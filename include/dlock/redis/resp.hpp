@@ -104,6 +104,23 @@ class parser {
     std::size_t remaining = 0;
   };
 
+  // What one step of parse() came to.
+  enum class step : std::uint8_t {
+    more,      // the input ran out first
+    opened,    // a bulk string or an array began: its contents come next
+    complete,  // a value (or, from read_line, a line) is whole
+    failed,    // malformed input or a broken limit; failed_ says which
+  };
+
+  step read_bulk_payload(std::string_view data, std::size_t& pos, std::optional<value>& done);
+  step read_header(std::string_view data, std::size_t& pos, std::optional<value>& done);
+  step read_line(std::string_view rest, std::string_view& line);
+  step open_sized(char type, std::string_view size_text, std::optional<value>& done);
+  step open_bulk(std::size_t length);
+  step open_array(std::size_t count, std::optional<value>& done);
+  std::optional<value> attach(value v);
+  step fail(std::error_code ec);
+
   parser_limits limits_;
   std::vector<frame> stack_;          // open arrays, outermost first
   std::optional<value> bulk_;         // a bulk string whose payload is arriving
