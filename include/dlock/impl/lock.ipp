@@ -1,0 +1,346 @@
+// The bodies of Lock's engine: the one acquire operation, the one release
+// operation, the blocking glue and error reporting. Included at the bottom of
+// lock.hpp; not a header to include on its own.
+#pragma once
+
+namespace dlock {
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
+  bool can_wait = !backend_.on_io_thread();
+  if (can_wait) {
+    std::unique_lock g(mutex_);
+    background_done_.wait(g, [&] { return background_releases_ == 0; });
+  }
+  std::vector<std::pair<std::string, std::shared_ptr<owner_entry>>> left;
+  {
+    std::lock_guard g(mutex_);
+    for (auto& [key, entry] : owners_)
+      if (entry->rec) left.emplace_back(key, entry);
+  }
+  for (auto& [key, entry] : left) {
+    auto rec = entry->rec;
+    if (!can_wait) {
+      if constexpr (RenewalT::renews) renewals().remove(rec.get());
+      watch().remove(rec.get());
+      report(make_error_code(error::would_deadlock), "~Lock on the backend's own thread (holds lapse with their leases)");
+      continue;
+    }
+    while (held_count(entry) > 0) {
+      auto ec = run_release(key, nullptr, {}, /*abandon=*/true).first;
+      if (ec) {
+        report(ec, "release in ~Lock");
+        break;
+      }
+    }
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, detail::steady::time_point deadline)
+    -> asio::awaitable<acquire_result> {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  auto cancelled = [&]() -> asio::awaitable<bool> {
+    auto state = co_await asio::this_coro::cancellation_state;
+    co_return state.cancelled() != asio::cancellation_type::none;
+  };
+
+  entry_use entry(this, key, true);
+  typename WaitT::template waiter<BackendT> waiter(wait_, backend_, name_, release_channel());
+  std::shared_ptr<detail::hold_record> fresh;  // ours if we win a free lock
+  bool prepared = false;
+  for (;;) {
+    attempt at;
+    {
+      // One try, with its bookkeeping, while no other operation of this
+      // owner runs: Redis's hold count and ours move together.
+      co_await entry->gate.enter();
+      detail::gate_pass pass(entry->gate);
+      std::shared_ptr<detail::hold_record> rec, retired;
+      {
+        std::lock_guard g(mutex_);
+        // A hold found lost, or whose lease ran out unrenewed, is over:
+        // a new acquire starts afresh instead of counting on it.
+        if (entry->rec && (entry->rec->lost() || entry->rec->remaining() == milliseconds::zero()))
+          retired = std::exchange(entry->rec, nullptr);
+        rec = entry->rec;
+      }
+      if (retired) retire(retired);
+      if (rec) {
+        if constexpr (!OwnershipT::reentrant) co_return acquire_result{error::already_held, nullptr};
+      } else {
+        if (!fresh) fresh = make_record(key);
+        rec = fresh;
+      }
+      auto [ec, won] = co_await try_once(*rec);
+      if (ec) co_return acquire_result{ec, nullptr};
+      at = won;
+      if (at.acquired) {
+        if (co_await cancelled()) {
+          // Won, but the caller gave up: give it back before completing.
+          rec->release_id = detail::unique_id();
+          auto [gec, outcome] = co_await ownership_.release(backend_, *rec);
+          if (gec) report(gec, "giving back a cancelled acquire (the lock lapses with its lease)");
+          co_return acquire_result{asio::error::operation_aborted, nullptr};
+        }
+        bool first = false;
+        {
+          std::lock_guard g(mutex_);
+          first = ++rec->hold_count == 1;
+          entry->rec = rec;
+          // A new hold: an unanswered release of an earlier one is moot.
+          if (first) entry->pending_release.clear();
+        }
+        if (first) {
+          watch().add(rec);
+          if constexpr (RenewalT::renews) renewals().add(rec, ownership_.extend_call(*rec), renewal_.period());
+        }
+        co_return acquire_result{error_code{}, rec};
+      }
+    }
+    if (!WaitT::retries || detail::steady::now() >= deadline)
+      co_return acquire_result{error::not_acquired, nullptr};
+    if (co_await cancelled()) co_return acquire_result{asio::error::operation_aborted, nullptr};
+    if (!prepared) {
+      // Only a contended acquire pays for the wait's set-up (PubSub's
+      // SUBSCRIBE). Once subscribed, try again at once: a release between
+      // the first try and the subscription sent no message we could hear.
+      prepared = true;
+      if (auto pec = co_await waiter.prepare()) co_return acquire_result{pec, nullptr};
+      if constexpr (WaitT::needs_publish) continue;
+    }
+    if (auto wec = co_await waiter.wait(at.held_for, deadline)) co_return acquire_result{wec, nullptr};
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_once(detail::hold_record& rec) {
+  rec.attempt_id = detail::unique_id();
+  auto sent = detail::steady::now();
+  auto [ec, at] = co_await ownership_.try_acquire(backend_, rec);
+  if constexpr (OwnershipT::resolves_unknown) {
+    if (detail::may_have_run(ec)) {
+      auto [rec_ec, won] = co_await ownership_.resolve(backend_, rec);
+      if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
+      if (won) rec.confirm(sent);
+      co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
+    }
+  }
+  co_return std::pair{ec, at};
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::retire(const std::shared_ptr<detail::hold_record>& rec) {
+  if constexpr (RenewalT::renews) renewals().remove(rec.get());
+  watch().remove(rec.get());
+  rec->mark_lost();
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold(std::string owner_id, detail::steady::time_point deadline)
+    -> asio::awaitable<std::tuple<error_code, hold_type>> {
+  if (owner_id.empty() || owner_id.size() > max_name_length)
+    co_return std::tuple<error_code, hold_type>{error::invalid_argument, hold_type{}};
+  auto key = owner_key(owner_id, true);
+  auto [ec, rec] = co_await acquire_op(key, deadline);
+  if (ec) co_return std::tuple<error_code, hold_type>{ec, hold_type{}};
+  co_return std::tuple<error_code, hold_type>{error_code{}, hold_type(this, std::move(key), true, std::move(rec))};
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, std::shared_ptr<detail::hold_record> hold_rec, std::string id,
+                                                bool abandon) -> asio::awaitable<release_result> {
+  entry_use entry(this, key, false);
+  auto gone = [&] {
+    return release_result{hold_rec && hold_rec->lost() ? error::lease_lost : error::not_owner, std::string()};
+  };
+  if (!entry) co_return gone();
+  co_await entry->gate.enter();
+  detail::gate_pass pass(entry->gate);
+  std::shared_ptr<detail::hold_record> rec;
+  bool last = false;
+  {
+    std::lock_guard g(mutex_);
+    rec = entry->rec;
+    if (!rec) entry->pending_release.clear();  // whatever it was about is over
+    if (!rec || (hold_rec && rec != hold_rec)) co_return gone();
+    last = rec->hold_count <= 1;
+    if (!hold_rec) id = std::exchange(entry->pending_release, std::string());
+  }
+  bool retry = !id.empty();
+  // A hold already signalled lost stays lost: the release still runs (the
+  // key may still be ours), but its holder hears lease_lost, as it did
+  // from the loss signal.
+  bool signalled = rec->lost();
+  // Renewal stops before the release is queued: no renewal can follow it.
+  if constexpr (RenewalT::renews) {
+    if (last) renewals().remove(rec.get());
+  }
+  if (!retry) id = detail::unique_id();
+  rec->release_id = id;
+  auto [ec, outcome] = co_await ownership_.release(backend_, *rec);
+  if (ec) {
+    if (abandon) {
+      drop_one(*entry, rec);
+      co_return release_result{ec, std::string()};
+    }
+    if constexpr (RenewalT::renews) {
+      // Not run: still held, so keep it alive, unless an earlier attempt
+      // of this release may have run.
+      if (last && !retry && !detail::may_have_run(ec)) renewals().add(rec, ownership_.extend_call(*rec), renewal_.period());
+    }
+    if (!hold_rec) {
+      std::lock_guard g(mutex_);
+      entry->pending_release = id;
+    }
+    co_return release_result{ec, id};
+  }
+  bool lost = outcome == release_outcome::lease_lost || outcome == release_outcome::not_owner;
+  bool others_lost = false, ended = false;
+  {
+    std::lock_guard g(mutex_);
+    if (outcome == release_outcome::still_held && rec->hold_count > 1) {
+      --rec->hold_count;
+    } else {
+      // The last local hold ended (a still_held reply then means another
+      // lock object of this owner still counts in the hash), or the key is
+      // gone: any other hold of this record has ended with it.
+      others_lost = outcome == release_outcome::released && rec->hold_count > 1;
+      rec->hold_count = 0;
+      if (entry->rec == rec) entry->rec = nullptr;
+      ended = true;
+    }
+  }
+  if (ended) watch().remove(rec.get());
+  if (lost || others_lost) retire(rec);
+  co_return release_result{lost || signalled ? error_code(error::lease_lost) : error_code{}, std::string()};
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::drop_one(owner_entry& entry, const std::shared_ptr<detail::hold_record>& rec) {
+  bool ended = false;
+  {
+    std::lock_guard g(mutex_);
+    if (--rec->hold_count <= 0) {
+      rec->hold_count = 0;
+      if (entry.rec == rec) entry.rec = nullptr;
+      ended = true;
+    }
+  }
+  if (ended) watch().remove(rec.get());
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+asio::awaitable<std::tuple<error_code>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold(hold_type& hold) {
+  auto [ec, id] = co_await release_op(hold.owner_key_, hold.record_, hold.release_id_, false);
+  settle(hold, ec, std::move(id));
+  co_return std::tuple<error_code>{ec};
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_blocking(const std::string& key, detail::steady::time_point deadline)
+    -> acquire_result {
+  check_blocking_allowed();
+  return asio::co_spawn(asio::make_strand(backend_.get_executor()), acquire_op(key, deadline), asio::use_future)
+      .get();
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_release(const std::string& key, std::shared_ptr<detail::hold_record> rec,
+                                                 std::string id, bool abandon) -> release_result {
+  if (backend_.on_io_thread()) return release_result{error::would_deadlock, std::move(id)};
+  return asio::co_spawn(asio::make_strand(backend_.get_executor()),
+                        release_op(key, std::move(rec), std::move(id), abandon), asio::use_future)
+      .get();
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_from_destructor(std::string key, bool async,
+                                                             std::shared_ptr<detail::hold_record> rec,
+                                                             std::string id) noexcept {
+  try {
+    if (async || backend_.on_io_thread()) {
+      {
+        std::lock_guard g(mutex_);
+        ++background_releases_;
+      }
+      asio::co_spawn(asio::make_strand(backend_.get_executor()), release_op(std::move(key), rec, std::move(id), true),
+                     [this](std::exception_ptr ep, release_result r) {
+                       if (ep) report(make_error_code(error::unexpected_exception), "release in ~Hold: " + what(ep));
+                       else if (r.first) report(r.first, "release in ~Hold");
+                       std::lock_guard g(mutex_);
+                       if (--background_releases_ == 0) background_done_.notify_all();
+                     });
+      return;
+    }
+    if (auto ec = run_release(key, std::move(rec), std::move(id), true).first) report(ec, "release in ~Hold");
+  } catch (...) {
+    report(make_error_code(error::unexpected_exception), "release in ~Hold: " + what(std::current_exception()));
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::report(std::error_code ec, const std::string& what) noexcept {
+  try {
+    std::function<void(std::error_code, const std::string&)> handler;
+    {
+      std::lock_guard g(mutex_);
+      handler = error_handler_;
+    }
+    if (handler) handler(ec, what);
+    else std::fprintf(stderr, "dlock: %s of lock '%s' failed: %s\n", what.c_str(), name_.c_str(), ec.message().c_str());
+  } catch (...) {
+    std::fprintf(stderr, "dlock: %s of lock '%s' failed, and its error handler threw\n", what.c_str(), name_.c_str());
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+std::shared_ptr<detail::hold_record> Lock<BackendT, OwnershipT, RenewalT, WaitT>::make_record(const std::string& key) const {
+  auto rec = std::make_shared<detail::hold_record>();
+  rec->name = name_;
+  rec->owner = ownership_.make_owner(backend_.client_id(), key);
+  rec->lease = renewal_.lease();
+  rec->margin = renewal_.margin();
+  return rec;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::check_blocking_allowed() const {
+  if (backend_.on_io_thread())
+    throw std::logic_error("dlock: a blocking lock call on a thread that runs the backend's executor would deadlock; use the async interface there");
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_lock_until_steady(detail::steady::time_point deadline) {
+  auto ec = acquire_blocking(thread_owner(), deadline).first;
+  if (ec == error::not_acquired) return false;
+  if (ec) throw std::system_error(ec, "try_lock '" + name_ + "'");
+  return true;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_blocking(hold_type& hold) {
+  auto [ec, id] = run_release(hold.owner_key_, hold.record_, hold.release_id_, false);
+  settle(hold, ec, std::move(id));
+  return ec;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle(hold_type& hold, const error_code& ec, std::string id) {
+  if (hold_type::keep_after(ec)) hold.release_id_ = std::move(id);
+  else hold.forget();
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+std::string Lock<BackendT, OwnershipT, RenewalT, WaitT>::what(std::exception_ptr ep) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
+}  // namespace dlock
