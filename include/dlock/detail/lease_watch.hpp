@@ -33,34 +33,17 @@ class lease_watch {
   /// Watches `rec` until remove() or until it is signalled lost. A record
   /// without expiry is not watched.
   void add(const std::shared_ptr<hold_record>& rec) {
-    if (rec->loss_deadline() == steady::time_point::max()) return;
-    {
-      std::lock_guard g(impl_->lock());
-      impl_->entries[rec.get()] = rec;
-    }
-    impl_->wake();
+    if (rec->loss_deadline() != steady::time_point::max()) impl_->put(rec.get(), rec);
   }
 
   /// Stops watching `rec`: after this returns it is never signalled by
   /// this watch (a signal already running completes).
-  void remove(const hold_record* rec) {
-    std::lock_guard g(impl_->lock());
-    impl_->entries.erase(rec);
-  }
-
-  std::size_t size() const {
-    std::lock_guard g(impl_->lock());
-    return impl_->entries.size();
-  }
+  void remove(const hold_record* rec) { impl_->remove(rec); }
+  std::size_t size() const { return impl_->size(); }
 
  private:
-  struct impl final : timer_loop {
+  struct impl final : timer_loop<std::weak_ptr<hold_record>> {
     using timer_loop::timer_loop;
-    std::mutex& lock() const { return m; }
-
-    std::map<const hold_record*, std::weak_ptr<hold_record>> entries;  // under m
-
-    void clear() override { entries.clear(); }
 
     // Signals every record whose deadline has passed; returns when the next
     // one is due. A deadline moved later by a renewal only makes the timer

@@ -40,23 +40,12 @@ class renewal_service {
   void add(const std::shared_ptr<hold_record>& rec, script_call call, milliseconds period) {
     auto due = steady::now() + period;
     if (auto until = rec->valid_until(); until != steady::time_point::max()) due = std::min(due, until - rec->lease + period);
-    {
-      std::lock_guard g(impl_->lock());
-      impl_->entries[rec.get()] = entry{rec, std::move(call), period, due};
-    }
-    impl_->wake();
+    impl_->put(rec.get(), entry{rec, std::move(call), period, due});
   }
 
   /// Stops renewing `rec`.
-  void remove(const hold_record* rec) {
-    std::lock_guard g(impl_->lock());
-    impl_->entries.erase(rec);
-  }
-
-  std::size_t size() const {
-    std::lock_guard g(impl_->lock());
-    return impl_->entries.size();
-  }
+  void remove(const hold_record* rec) { impl_->remove(rec); }
+  std::size_t size() const { return impl_->size(); }
   /// Round trips sent so far, and scripts in them (for tests and benchmarks).
   std::size_t batches_sent() const { return impl_->batches.load(); }
   std::size_t renewals_sent() const { return impl_->renewals.load(); }
@@ -76,20 +65,17 @@ class renewal_service {
     steady::time_point next_due;
   };
 
-  struct impl final : timer_loop {
-    explicit impl(B& b) : timer_loop(b.get_executor()), backend(b) {}
-    std::mutex& lock() const { return m; }
+  struct impl final : timer_loop<entry> {
+    explicit impl(B& b) : timer_loop<entry>(b.get_executor()), backend(b) {}
+    using timer_loop<entry>::m, timer_loop<entry>::stopped, timer_loop<entry>::entries;
 
     B& backend;
-    std::map<const hold_record*, entry> entries;  // under m
     // Scripts this batch stream has loaded (or seen run) on the server: a
     // batch that needs one that is not loaded sends SCRIPT LOAD ahead of its
     // first EVALSHA in the same pipeline, so no renewal pays a NOSCRIPT
     // round trip (at a slow link, that extra trip can outlast the lease).
     std::set<const redis::script*> loaded;
     std::atomic<std::size_t> batches{0}, renewals{0};
-
-    void clear() override { entries.clear(); }
 
     // Sends what is due; returns when the next entry is due.
     steady::time_point step() override {
@@ -134,7 +120,7 @@ class renewal_service {
       if (batch.empty()) return;
       ++batches;
       renewals += batch.size();
-      backend.async_exec(std::move(req), [self = std::static_pointer_cast<impl>(shared_from_this()),
+      backend.async_exec(std::move(req), [self = std::static_pointer_cast<impl>(this->shared_from_this()),
                                           batch = std::move(batch),
                                           sent = now](error_code ec, redis::response r) {
         self->on_replies(batch, sent, ec, r);
@@ -185,7 +171,7 @@ class renewal_service {
         }
       }
       for (auto& rec : lost) rec->mark_lost();
-      wake();  // every entry of the batch got a new due time
+      this->wake();  // every entry of the batch got a new due time
     }
   };
 

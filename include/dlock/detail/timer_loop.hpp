@@ -1,8 +1,10 @@
 // The clock of a per-backend service (the watchdog's renewals, the loss
-// signal's deadlines): one strand, one timer, one step run whenever it is due.
+// signal's deadlines): one entry per hold, one strand, one timer, and one
+// step run whenever it is due.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,27 +17,48 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <dlock/detail/hold_record.hpp>
+
 namespace dlock::detail {
 
 namespace asio = boost::asio;
 
-/// Runs `step()` on a strand of the backend's executor when started, when
-/// the time it last returned comes, and soon after every `wake()`. A
-/// service keeps its own state under `m` and derives from this; it is
-/// always owned by a shared_ptr (the loop and replies in flight keep it
-/// alive), and its owner calls `stop()` when it goes away.
-class timer_loop : public std::enable_shared_from_this<timer_loop> {
+/// Keeps one `Entry` per hold (under `m`) and runs `step()` on a strand of
+/// the backend's executor when started, when the time it last returned
+/// comes, and soon after every `put()` or `wake()`. A service derives from
+/// this; it is always owned by a shared_ptr (the loop and replies in flight
+/// keep it alive), and its owner calls `stop()` when it goes away.
+template <class Entry>
+class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
  public:
   explicit timer_loop(const asio::any_io_executor& ex) : strand_(asio::make_strand(ex)), timer_(strand_) {}
   virtual ~timer_loop() = default;
   timer_loop(const timer_loop&) = delete;
   timer_loop& operator=(const timer_loop&) = delete;
 
-  void start() { asio::co_spawn(strand_, run(shared_from_this()), asio::detached); }
+  void start() { asio::co_spawn(strand_, run(this->shared_from_this()), asio::detached); }
 
   /// Runs the step soon (something became due earlier than it said).
   void wake() {
-    asio::post(strand_, [self = shared_from_this()] { self->timer_.cancel(); });
+    asio::post(strand_, [self = this->shared_from_this()] { self->timer_.cancel(); });
+  }
+
+  /// Keeps `entry` for `rec` (replacing an earlier one), and looks again.
+  void put(const hold_record* rec, Entry entry) {
+    {
+      std::lock_guard g(m);
+      entries[rec] = std::move(entry);
+    }
+    wake();
+  }
+  /// Drops `rec`'s entry: after this returns the step never sees it.
+  void remove(const hold_record* rec) {
+    std::lock_guard g(m);
+    entries.erase(rec);
+  }
+  std::size_t size() const {
+    std::lock_guard g(m);
+    return entries.size();
   }
 
   /// Ends the loop: after this returns, the step never runs again and
@@ -44,7 +67,7 @@ class timer_loop : public std::enable_shared_from_this<timer_loop> {
     {
       std::lock_guard g(m);
       stopped = true;
-      clear();
+      entries.clear();
     }
     wake();
   }
@@ -53,11 +76,10 @@ class timer_loop : public std::enable_shared_from_this<timer_loop> {
   /// Does what is due; returns when it is next due (time_point::max():
   /// only when woken). Called on the strand, with `m` not held.
   virtual std::chrono::steady_clock::time_point step() = 0;
-  /// Drops the service's state; called under `m` by stop().
-  virtual void clear() = 0;
 
   mutable std::mutex m;
-  bool stopped = false;  // under m
+  bool stopped = false;                         // under m
+  std::map<const hold_record*, Entry> entries;  // under m
 
  private:
   static asio::awaitable<void> run(std::shared_ptr<timer_loop> self) {
