@@ -71,11 +71,13 @@ class Hold {
   bool lost() const noexcept { return record_ && record_->lost(); }
 
   /// Runs `callback` once when the hold is lost (at once if it already is).
-  /// The signal comes no later than the loss deadline (see
-  /// remaining_lease()), before the server can have expired the key, and
-  /// so before another client can acquire it; it does not wait for a
-  /// stalled renewal to time out. It runs on the backend's I/O thread: it
-  /// must not block; typically it cancels the work the lock protects.
+  /// A timer fires it at the loss deadline (see remaining_lease()) unless a
+  /// renewal was confirmed first; it does not wait for a stalled renewal
+  /// to time out. As long as the clocks' drift and this process's lateness
+  /// stay within the safety margin, that is before the server can have
+  /// expired the key, and so before another client can acquire it. It runs
+  /// on the backend's I/O thread: it must not block; typically it cancels
+  /// the work the lock protects.
   void on_lost(std::function<void()> callback) {
     if (record_) record_->on_lost(std::move(callback));
   }
