@@ -327,6 +327,22 @@ struct release_memory {
     return same_slot_key(rec.name, "acquire:" + rec.attempt_id);
   }
   std::string ttl() const { return std::to_string(window.count()); }
+
+  /// A release script with this memory: answers a retry from the marker at
+  /// KEYS[marker_key], else runs `body` (which sets the local `result`, a
+  /// number, and may return an error before writing anything) and keeps
+  /// `result` there for ARGV[ttl_arg] ms. The indices are the script's own
+  /// constants; keys and values still reach it only as KEYS and ARGV.
+  static std::string remembered(std::string_view body, int marker_key, int ttl_arg) {
+    auto marker = "KEYS[" + std::to_string(marker_key) + "]";
+    std::string lua = "local prior = redis.call('GET', " + marker + ")\n"
+                      "if prior then return tonumber(prior) end\n"
+                      "local result\n";
+    lua.append(body);
+    lua += "redis.call('SET', " + marker + ", result, 'PX', ARGV[" + std::to_string(ttl_arg) + "])\n"
+           "return result\n";
+    return lua;
+  }
 };
 
 /// The completion token for every Redis command a lock coroutine sends: a

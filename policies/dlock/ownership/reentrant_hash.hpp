@@ -80,14 +80,11 @@ return redis.call('PTTL', KEYS[1])
   // ARGV[4] marker ttl ms.
   // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
   static const redis::script& release_script() {
-    static const redis::script s(R"lua(
+    static const redis::script s(detail::release_memory::remembered(R"lua(
 local lease = tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
   return redis.error_reply('ERR dlock: lease out of range')
 end
-local prior = redis.call('GET', KEYS[3])
-if prior then return tonumber(prior) end
-local result
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('PUBLISH', KEYS[2], ARGV[1])
   result = 2
@@ -104,9 +101,7 @@ else
     result = 1
   end
 end
-redis.call('SET', KEYS[3], result, 'PX', ARGV[4])
-return result
-)lua");
+)lua", 3, 4));
     return s;
   }
 

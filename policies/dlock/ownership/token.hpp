@@ -43,17 +43,13 @@ struct Token {
   // KEYS[1] lock, KEYS[2] release marker; ARGV[1] token, ARGV[2] marker ttl.
   // Returns 1 released, 0 the key is not ours (lost).
   static const redis::script& release_script() {
-    static const redis::script s(R"lua(
-local prior = redis.call('GET', KEYS[2])
-if prior then return tonumber(prior) end
-local result = 0
+    static const redis::script s(detail::release_memory::remembered(R"lua(
+result = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   result = 1
 end
-redis.call('SET', KEYS[2], result, 'PX', ARGV[2])
-return result
-)lua");
+)lua", 2, 2));
     return s;
   }
 
