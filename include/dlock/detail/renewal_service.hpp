@@ -86,11 +86,17 @@ class renewal_service {
       return next;
     }
 
-    // Sends one pipeline with every entry due within half its period.
+    // When at least one entry is due, sends one pipeline with every entry
+    // due within half its period (so N locks share a round trip). Nothing
+    // is sent early when nothing is due: a wake-up after each reply would
+    // otherwise renew every round trip once that is over half the period.
     void send_due() {
       std::lock_guard g(m);
       if (stopped) return;
       auto now = steady::now();
+      bool any_due = false;
+      for (auto& [key, e] : entries) any_due = any_due || e.next_due <= now;
+      if (!any_due) return;
       std::vector<sent_renewal> batch;
       redis::request req;
       for (auto it = entries.begin(); it != entries.end();) {
