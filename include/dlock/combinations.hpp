@@ -18,14 +18,16 @@
 #include <boost/hana/unpack.hpp>
 
 #include <dlock/dlock.hpp>
+// Policies that only the list brings in (dlock.hpp has the others).
+#include <dlock/ownership/naive_expiry.hpp>
 
 namespace dlock::combinations {
 
 namespace hana = boost::hana;
 
 /// One list per axis; adding a policy here adds every valid lock with it.
-inline constexpr auto ownerships =
-    hana::tuple_t<ownership::SetNx, ownership::Token, ownership::ReentrantHash, ownership::GetSetExpiry>;
+inline constexpr auto ownerships = hana::tuple_t<ownership::SetNx, ownership::Token, ownership::ReentrantHash,
+                                                 ownership::GetSetExpiry, ownership::NaiveExpiry>;
 inline constexpr auto renewals = hana::tuple_t<renewal::None, renewal::FixedLease, renewal::Watchdog>;
 inline constexpr auto waits = hana::tuple_t<wait::TryOnce, wait::Spin, wait::Backoff, wait::PubSub>;
 

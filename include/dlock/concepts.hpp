@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <concepts>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,7 +22,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <dlock/detail/hold_record.hpp>
-#include <dlock/detail/key_slot.hpp>
 #include <dlock/error.hpp>
 #include <dlock/redis/request.hpp>
 #include <dlock/redis/script.hpp>
@@ -146,7 +146,6 @@ concept ownership_traits = std::is_nothrow_move_constructible_v<O> && requires {
   { O::publishes_on_release } -> std::convertible_to<bool>;
   { O::reentrant } -> std::convertible_to<bool>;
   { O::needs_lease } -> std::convertible_to<bool>;
-  { O::resolves_unknown } -> std::convertible_to<bool>;
 };
 template <class O>
 concept ownership_validate = requires(const O& o) {
@@ -164,9 +163,10 @@ template <class O, class B>
 concept ownership_release = requires(const O& o, B& b, detail::hold_record& rec) {
   { o.release(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, release_outcome>>>;
 };
-/// Needed when `resolves_unknown`: did the try whose reply was lost win?
+/// Did the try whose reply was lost win? (An ownership that cannot tell
+/// answers with an error: see detail::cannot_resolve.)
 template <class O, class B>
-concept ownership_resolve = !O::resolves_unknown || requires(const O& o, B& b, const detail::hold_record& rec) {
+concept ownership_resolve = requires(const O& o, B& b, const detail::hold_record& rec) {
   { o.resolve(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, bool>>>;
 };
 /// Needed when `owner_checked`: the script the watchdog runs to extend.
@@ -174,13 +174,13 @@ template <class O>
 concept ownership_extend = !O::owner_checked || requires(const O& o, const detail::hold_record& rec) {
   { o.extend_call(rec) } -> std::same_as<script_call>;
 };
-/// Needed when `publishes_on_release`: the channel a release publishes on.
+/// The channel a release publishes on (empty: it publishes nothing).
 template <class O>
-concept ownership_channel = !O::publishes_on_release || requires(std::string_view name) {
+concept ownership_channel = requires(std::string_view name) {
   { O::channel(name) } -> std::convertible_to<std::string>;
 };
 
-// Renewal: its traits and its numbers (the host keeps the behaviour).
+// Renewal: its traits, its numbers, and its keeper (the behaviour).
 template <class R>
 concept renewal_traits = requires {
   { R::policy_name } -> std::convertible_to<std::string_view>;
@@ -197,6 +197,18 @@ template <class R>
 concept renewal_validate = requires(const R& r) {
   { r.validate() } -> std::same_as<std::error_code>;
 };
+/// A keeper per lock object, made from the policy and the backend (see
+/// keepers.hpp), told when a hold pauses for its release and when it ends.
+template <class R, class B>
+concept renewal_keeper = std::constructible_from<typename R::template keeper<B>, const R&, B&> &&
+                         requires(typename R::template keeper<B>& k, const detail::hold_record* rec) {
+                           k.pause(rec);
+                           k.end(rec);
+                         };
+/// ... and when a hold of ownership `O` starts.
+template <class R, class B, class O>
+concept renewal_start = requires(typename R::template keeper<B>& k, const std::shared_ptr<detail::hold_record>& rec,
+                                 const O& o) { k.start(rec, o); };
 
 // Wait: its traits, and a waiter per acquire operation, made from the
 // policy, the backend, the lock's name and its ownership's release channel
@@ -204,7 +216,6 @@ concept renewal_validate = requires(const R& r) {
 template <class W>
 concept wait_traits = requires {
   { W::policy_name } -> std::convertible_to<std::string_view>;
-  { W::retries } -> std::convertible_to<bool>;
   { W::needs_publish } -> std::convertible_to<bool>;
 };
 template <class W>
@@ -240,29 +251,37 @@ concept Backend = contract::backend_executor<B> && contract::backend_client_id<B
 /// - `owner_checked`: release and extend act only if the caller still owns
 ///   the key (so renewal is safe and a late release cannot delete another
 ///   owner's lock); it then gives `extend_call`;
-/// - `publishes_on_release`: release publishes on `channel(name)`;
+/// - `publishes_on_release`: release publishes on `channel(name)` (which
+///   is empty otherwise);
 /// - `reentrant`: the same owner may acquire again and must release as often;
-/// - `needs_lease`: the algorithm does not work without an expiry;
-/// - `resolves_unknown`: `resolve` can tell whether a try whose reply was
-///   lost won.
+/// - `needs_lease`: the algorithm does not work without an expiry.
+/// `resolve` tells whether a try whose reply was lost won, or answers with
+/// an error when the ownership cannot tell (then the try stays
+/// outcome_unknown).
 template <class O, class B>
 concept Ownership = contract::ownership_traits<O> && contract::ownership_validate<O> &&
                     contract::ownership_make_owner<O> && contract::ownership_try_acquire<O, B> &&
                     contract::ownership_release<O, B> && contract::ownership_resolve<O, B> &&
                     contract::ownership_extend<O> && contract::ownership_channel<O>;
 
-/// How long a hold lasts and who extends it: `expires` says whether the
-/// key gets a lease at all, `lease()` is its time to live (zero: none);
-/// `renews` says whether a watchdog extends it every `period()` while held;
+/// How long a hold lasts and who extends it, on backend `B`: `expires`
+/// says whether the key gets a lease at all, `lease()` is its time to live
+/// (zero: none); `renews` says whether it is extended every `period()`
+/// while held (the rule table then asks for an owner-checked ownership);
 /// `margin()` is how long before the lease's end the hold counts as lost
-/// (see loss_margin).
-template <class R>
-concept Renewal = contract::renewal_traits<R> && contract::renewal_times<R> && contract::renewal_validate<R>;
+/// (see loss_margin). Its `keeper<B>` does the work: the host calls its
+/// start, pause and end (keepers.hpp has the three that dlock's policies
+/// use).
+template <class R, class B>
+concept Renewal = contract::renewal_traits<R> && contract::renewal_times<R> && contract::renewal_validate<R> &&
+                  contract::renewal_keeper<R, B>;
 
-/// What to do after a failed try: `retries` is false for try-once;
-/// `needs_publish` says it waits for the release message. Its `waiter<B>`
-/// is made once per acquire; `prepare()` runs before the first wait (and
-/// only if the first try failed), `wait(held_for, deadline)` between tries.
+/// What to do after a failed try: `needs_publish` says it waits for the
+/// release message (the rule table then asks for an ownership that
+/// publishes). Its `waiter<B>` is made once per acquire; `prepare()` runs
+/// before the first wait (and only if the first try failed), then
+/// `wait(held_for, deadline)` between tries; a wait that gives up (TryOnce)
+/// returns not_acquired.
 template <class W, class B>
 concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contract::wait_waiter<W, B> &&
                contract::wait_prepare<W, B> && contract::wait_wait<W, B>;
@@ -312,92 +331,6 @@ inline std::error_code validate_lease(milliseconds lease, const loss_margin& mar
   if (margin.of(lease) >= usable) return make_error_code(error::invalid_lease);
   return {};
 }
-
-/// How a release script remembers its own result for a short while, so that
-/// a release retried after outcome_unknown is answered from memory instead
-/// of acting twice (a reentrant count must never drop by two). The marker
-/// key shares the lock's cluster slot.
-struct release_memory {
-  milliseconds window{10000};
-
-  std::error_code validate() const { return validate_positive(window, error::invalid_interval); }
-  static std::string key(const hold_record& rec) { return same_slot_key(rec.name, "release:" + rec.release_id); }
-  /// The marker an acquire try leaves when it wins (ReentrantHash).
-  static std::string acquire_key(const hold_record& rec) {
-    return same_slot_key(rec.name, "acquire:" + rec.attempt_id);
-  }
-  std::string ttl() const { return std::to_string(window.count()); }
-
-  /// A release script with this memory: answers a retry from the marker at
-  /// KEYS[marker_key], else runs `body` (which sets the local `result`, a
-  /// number, and may return an error before writing anything) and keeps
-  /// `result` there for ARGV[ttl_arg] ms. The indices are the script's own
-  /// constants; keys and values still reach it only as KEYS and ARGV.
-  static std::string remembered(std::string_view body, int marker_key, int ttl_arg) {
-    auto marker = "KEYS[" + std::to_string(marker_key) + "]";
-    std::string lua = "local prior = redis.call('GET', " + marker + ")\n"
-                      "if prior then return tonumber(prior) end\n"
-                      "local result\n";
-    lua.append(body);
-    lua += "redis.call('SET', " + marker + ", result, 'PX', ARGV[" + std::to_string(ttl_arg) + "])\n"
-           "return result\n";
-    return lua;
-  }
-};
-
-/// The completion token for every Redis command a lock coroutine sends: a
-/// tuple, and no cancellation. Cancelling an acquire stops its waiting, never
-/// a command half way: a try that was queued still runs and is answered, so
-/// the acquire knows whether it won (and gives the lock back if it did).
-inline auto uncancellable() {
-  return asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable));
-}
-
-/// Runs a script and gives (error, reply) to a coroutine.
-template <class B>
-asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redis::script& s,
-                                                          std::vector<std::string> keys,
-                                                          std::vector<std::string> args) {
-  auto [ec, v] = co_await backend.async_eval(s, std::move(keys), std::move(args), uncancellable());
-  co_return std::pair{ec, std::move(v)};
-}
-
-/// Sends a pipeline and gives (error, replies) to a coroutine.
-template <class B>
-asio::awaitable<std::pair<error_code, redis::response>> exec(B& backend, redis::request req) {
-  auto [ec, r] = co_await backend.async_exec(std::move(req), uncancellable());
-  co_return std::pair{ec, std::move(r)};
-}
-
-/// One command's reply; an error reply becomes server_error.
-template <class B>
-asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, redis::request req) {
-  auto [ec, r] = co_await exec(backend, std::move(req));
-  auto out = redis::detail::single_reply(ec, r);
-  co_return out;
-}
-
-/// The integer a reply carries, or nullopt when it is of another type (a
-/// reply a policy does not expect is never read as a verdict).
-inline std::optional<std::int64_t> integer_of(const redis::value& v) {
-  if (v.type != redis::kind::integer) return std::nullopt;
-  return v.integer;
-}
-
-/// What a release by `DEL name` found: 1 released, 0 the key was gone
-/// (lost); any other reply is no verdict.
-inline std::pair<error_code, release_outcome> deleted(const error_code& ec, const redis::value& v) {
-  if (ec) return {ec, release_outcome::lease_lost};
-  auto n = integer_of(v);
-  if (n == 1) return {error_code{}, release_outcome::released};
-  if (n == 0) return {error_code{}, release_outcome::lease_lost};
-  return {make_error_code(error::unexpected_reply), release_outcome::lease_lost};
-}
-
-/// Whether a failed command may have run (see condition::may_have_run).
-/// Every other error means it was never sent, or the server refused it and
-/// changed nothing.
-inline bool may_have_run(const error_code& ec) { return ec == std::error_condition(condition::may_have_run); }
 
 }  // namespace detail
 }  // namespace dlock

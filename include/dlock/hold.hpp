@@ -37,7 +37,7 @@ class Hold {
         release_id_(std::move(other.release_id_)) {}
   Hold& operator=(Hold&& other) noexcept {
     if (this != &other) {
-      release_in_destructor();
+      abandon();
       lock_ = std::exchange(other.lock_, nullptr);
       owner_key_ = std::move(other.owner_key_);
       async_ = other.async_;
@@ -48,7 +48,7 @@ class Hold {
   }
   Hold(const Hold&) = delete;
   Hold& operator=(const Hold&) = delete;
-  ~Hold() { release_in_destructor(); }
+  ~Hold() { abandon(); }
 
   /// True until released (or moved from).
   explicit operator bool() const noexcept { return record_ != nullptr; }
@@ -110,7 +110,7 @@ class Hold {
       ec = make_error_code(error::not_owner);
       return;
     }
-    ec = lock_->release_blocking(*this);
+    ec = lock_->release_hold_blocking(*this);
   }
 
   /// Releases asynchronously. Completion signature: `void(error_code)`, as
@@ -146,9 +146,10 @@ class Hold {
     lock_ = nullptr;
   }
 
-  void release_in_destructor() noexcept {
+  // Destruction or move-assignment: release, and nobody can retry it.
+  void abandon() noexcept {
     if (!record_) return;
-    lock_->release_from_destructor(std::move(owner_key_), async_, std::move(record_), std::move(release_id_));
+    lock_->release_abandoned(std::move(owner_key_), async_, std::move(record_), std::move(release_id_));
     lock_ = nullptr;
   }
 

@@ -23,11 +23,10 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/concepts.hpp>
-#include <dlock/detail/lease_watch.hpp>
+#include <dlock/detail/commands.hpp>
 #include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/policy_checks.hpp>
 #include <dlock/detail/random.hpp>
-#include <dlock/detail/renewal_service.hpp>
 #include <dlock/detail/spawn.hpp>
 #include <dlock/hold.hpp>
 
@@ -98,7 +97,8 @@ class Lock {
         name_(std::move(name)),
         ownership_(std::move(ownership)),
         renewal_(std::move(renewal)),
-        wait_(std::move(wait)) {
+        wait_(std::move(wait)),
+        keeper_(renewal_, backend_) {
     if (auto ec = detail::validate_name(name_)) throw std::system_error(ec, "dlock::Lock name");
     if (auto ec = ownership_.validate()) throw std::system_error(ec, "dlock::Lock ownership policy");
     if (auto ec = renewal_.validate()) throw std::system_error(ec, "dlock::Lock renewal policy");
@@ -165,20 +165,35 @@ class Lock {
   /// outcome_unknown, this thread's next unlock() retries that release and
   /// reports what it did (exactly once within the ownership's
   /// `release_memory.window`, for Token and ReentrantHash).
-  void unlock(std::error_code& ec) { ec = run_release(thread_owner(), nullptr, {}, false).first; }
+  void unlock(std::error_code& ec) { ec = release_blocking(thread_owner(), nullptr, {}, false).first; }
 
   // ---- handles: owned by the calling thread ------------------------------
 
   /// Waits as lock() does and returns the hold. Throws as lock().
   hold_type acquire() {
-    auto owner = thread_owner();
-    auto [ec, rec] = acquire_blocking(owner, detail::steady::time_point::max());
+    std::error_code ec;
+    auto h = acquire(ec);
     if (ec) throw std::system_error(ec, "acquire '" + name_ + "'");
-    return hold_type(this, std::move(owner), false, std::move(rec));
+    return std::move(*h);
   }
 
-  /// Waits at most `d` (zero: one try). An empty optional when the lock
-  /// stayed held; throws std::system_error on anything else.
+  /// As acquire(), reporting every failure through `ec` (an empty optional
+  /// then). Still throws std::logic_error on a thread that runs the
+  /// backend's executor.
+  std::optional<hold_type> acquire(std::error_code& ec) {
+    return acquire_hold_blocking(detail::steady::time_point::max(), ec);
+  }
+
+  /// One try. An empty optional when the lock is held by someone else;
+  /// throws std::system_error on anything else.
+  std::optional<hold_type> try_acquire() { return try_acquire_for(std::chrono::milliseconds(0)); }
+  /// As try_acquire(), reporting every failure (not_acquired too) through `ec`.
+  std::optional<hold_type> try_acquire(std::error_code& ec) {
+    return try_acquire_for(std::chrono::milliseconds(0), ec);
+  }
+
+  /// Waits at most `d` (zero or negative: one try). An empty optional when
+  /// the lock stayed held; throws std::system_error on anything else.
   template <class Rep, class Period>
   std::optional<hold_type> try_acquire_for(const std::chrono::duration<Rep, Period>& d) {
     std::error_code ec;
@@ -191,14 +206,19 @@ class Lock {
   /// As above, reporting every failure (not_acquired too) through `ec`.
   template <class Rep, class Period>
   std::optional<hold_type> try_acquire_for(const std::chrono::duration<Rep, Period>& d, std::error_code& ec) {
-    auto owner = thread_owner();
-    auto [aec, rec] = acquire_blocking(owner, deadline_after(d));
-    ec = aec;
-    if (ec) return std::nullopt;
-    return hold_type(this, std::move(owner), false, std::move(rec));
+    return acquire_hold_blocking(deadline_after(d), ec);
   }
 
-  std::optional<hold_type> try_acquire() { return try_acquire_for(std::chrono::milliseconds(0)); }
+  /// Waits until `t` on any clock (measured as the time left on that clock,
+  /// as std::timed_mutex does). As try_acquire_for.
+  template <class Clock, class Duration>
+  std::optional<hold_type> try_acquire_until(const std::chrono::time_point<Clock, Duration>& t) {
+    return try_acquire_for(t - Clock::now());
+  }
+  template <class Clock, class Duration>
+  std::optional<hold_type> try_acquire_until(const std::chrono::time_point<Clock, Duration>& t, std::error_code& ec) {
+    return try_acquire_for(t - Clock::now(), ec);
+  }
 
   // ---- async: owned by an explicit owner id -------------------------------
 
@@ -218,22 +238,24 @@ class Lock {
   /// given back before the operation completes with operation_aborted.
   template <class CompletionToken>
   auto async_acquire(std::string owner_id, CompletionToken&& token) {
-    return async_try_acquire_until(std::move(owner_id), detail::steady::time_point::max(),
-                                   std::forward<CompletionToken>(token));
+    return async_acquire_until_steady(std::move(owner_id), detail::steady::time_point::max(),
+                                      std::forward<CompletionToken>(token));
   }
 
-  /// As async_acquire, giving up with not_acquired after `d`.
-  template <class CompletionToken>
-  auto async_try_acquire_for(std::string owner_id, milliseconds d, CompletionToken&& token) {
-    return async_try_acquire_until(std::move(owner_id), deadline_after(d), std::forward<CompletionToken>(token));
+  /// As async_acquire, giving up with not_acquired after `d` (any
+  /// std::chrono::duration; zero or negative: one try).
+  template <class Rep, class Period, class CompletionToken>
+  auto async_try_acquire_for(std::string owner_id, const std::chrono::duration<Rep, Period>& d,
+                             CompletionToken&& token) {
+    return async_acquire_until_steady(std::move(owner_id), deadline_after(d), std::forward<CompletionToken>(token));
   }
 
-  template <class CompletionToken>
-  auto async_try_acquire_until(std::string owner_id, detail::steady::time_point deadline,
+  /// As async_acquire, giving up with not_acquired at `t` on any clock
+  /// (measured as the time left on that clock when called).
+  template <class Clock, class Duration, class CompletionToken>
+  auto async_try_acquire_until(std::string owner_id, const std::chrono::time_point<Clock, Duration>& t,
                                CompletionToken&& token) {
-    return detail::spawn<hold_type>(asio::make_strand(backend_.get_executor()),
-                                    acquire_hold(std::move(owner_id), deadline),
-                                    std::forward<CompletionToken>(token));
+    return async_try_acquire_for(std::move(owner_id), t - Clock::now(), std::forward<CompletionToken>(token));
   }
 
   /// Releases `hold` (which must outlive the operation). Completion
@@ -320,17 +342,6 @@ class Lock {
     std::shared_ptr<owner_entry> entry_;
   };
 
-  detail::renewal_service<BackendT>& renewals() {
-    return backend_.template use_service<detail::renewal_service<BackendT>>();
-  }
-  // Where the ownership's release publishes, for a wait that listens.
-  std::string release_channel() const {
-    if constexpr (OwnershipT::publishes_on_release) return OwnershipT::channel(name_);
-    else return {};
-  }
-
-  detail::lease_watch<BackendT>& watch() { return backend_.template use_service<detail::lease_watch<BackendT>>(); }
-
   template <class Rep, class Period>
   static detail::steady::time_point deadline_after(const std::chrono::duration<Rep, Period>& d) {
     auto now = detail::steady::now();
@@ -363,8 +374,8 @@ class Lock {
   // ReentrantHash: did our try leave its win marker?).
   asio::awaitable<std::pair<error_code, attempt>> try_once(detail::hold_record& rec);
 
-  // Ends a hold that is over (lost, or its lease ran out): no renewal, and
-  // its holders learn it.
+  // Ends a hold that is over (lost, or its lease ran out): its keeper lets
+  // go, and its holders learn it.
   void retire(const std::shared_ptr<detail::hold_record>& rec);
 
   asio::awaitable<std::tuple<error_code, hold_type>> acquire_hold(std::string owner_id,
@@ -405,7 +416,16 @@ class Lock {
   // be retried, else empty it.
   static void settle(hold_type& hold, const error_code& ec, std::string id);
 
+  template <class CompletionToken>
+  auto async_acquire_until_steady(std::string owner_id, detail::steady::time_point deadline, CompletionToken&& token) {
+    return detail::spawn<hold_type>(asio::make_strand(backend_.get_executor()),
+                                    acquire_hold(std::move(owner_id), deadline),
+                                    std::forward<CompletionToken>(token));
+  }
+
   // ---- blocking glue --------------------------------------------------------
+
+  std::optional<hold_type> acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec);
 
   void check_blocking_allowed() const;
 
@@ -415,14 +435,14 @@ class Lock {
 
   // Never throws for a blocking-thread mistake: unlock() is noexcept and
   // destructors call this; they report would_deadlock instead.
-  release_result run_release(const std::string& key, std::shared_ptr<detail::hold_record> rec, std::string id,
+  release_result release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec, std::string id,
                              bool abandon);
 
-  error_code release_blocking(hold_type& hold);
+  error_code release_hold_blocking(hold_type& hold);
 
   // ~Hold: blocking from an ordinary thread; in the background for async
   // holds and on threads that run the backend's executor.
-  void release_from_destructor(std::string key, bool async, std::shared_ptr<detail::hold_record> rec,
+  void release_abandoned(std::string key, bool async, std::shared_ptr<detail::hold_record> rec,
                                std::string id) noexcept;
 
   static std::string what(std::exception_ptr ep);
@@ -434,6 +454,9 @@ class Lock {
   [[no_unique_address]] OwnershipT ownership_;
   [[no_unique_address]] RenewalT renewal_;
   [[no_unique_address]] WaitT wait_;
+  // What the renewal policy does while a hold lives: the host tells it when
+  // a hold starts, pauses for its last release, and ends.
+  [[no_unique_address]] typename RenewalT::template keeper<BackendT> keeper_;
 
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<owner_entry>> owners_;  // by owner key

@@ -3,7 +3,6 @@
 // A wait whose waiter can wait but not get ready.
 struct Sleepy {
   static constexpr const char* policy_name = "sleepy";
-  static constexpr bool retries = true;
   static constexpr bool needs_publish = false;
   std::error_code validate() const { return {}; }
   template <class B>

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <dlock/dlock.hpp>
+#include <dlock/ownership/naive_expiry.hpp>
 #include <support/polling.hpp>
 #include <support/redis_server.hpp>
 
@@ -20,51 +21,6 @@ namespace r = dlock::renewal;
 namespace w = dlock::wait;
 
 namespace {
-
-// The naive expiry lock that seed 002 warns about: on an expired lock,
-// DEL then SETNX. Written as an ordinary ownership policy: the Lock host
-// takes any type that meets the concept.
-struct NaiveExpiry {
-  static constexpr const char* policy_name = "naive";
-  static constexpr bool owner_checked = false;
-  static constexpr bool publishes_on_release = false;
-  static constexpr bool reentrant = false;
-  static constexpr bool needs_lease = true;
-  static constexpr bool resolves_unknown = false;
-
-  std::function<void()> between_get_and_del;
-
-  std::error_code validate() const { return {}; }
-  std::string make_owner(const std::string&, const std::string&) const { return {}; }
-
-  template <class B>
-  dlock::asio::awaitable<std::pair<dlock::error_code, dlock::attempt>> try_acquire(
-      B& backend, dlock::detail::hold_record& rec) const {
-    using dlock::redis::request;
-    auto now = [] { return o::GetSetExpiry{}.wall_clock(); };
-    auto expiration = o::GetSetExpiry::format(now() + std::chrono::duration<double>(rec.lease).count());
-    auto [ec, v] = co_await dlock::detail::command(backend, request().push("SETNX", rec.name, expiration));
-    if (!ec && v.integer == 1) {
-      rec.owner = expiration;
-      co_return std::pair{ec, dlock::attempt{true, std::nullopt}};
-    }
-    auto [gec, old] = co_await dlock::detail::command(backend, request().push("GET", rec.name));
-    if (gec || old.is_null() || o::GetSetExpiry::parse(old.str) >= now())
-      co_return std::pair{gec, dlock::attempt{false, std::nullopt}};
-    if (between_get_and_del) between_get_and_del();
-    co_await dlock::detail::command(backend, request().push("DEL", rec.name));
-    auto [sec, s] = co_await dlock::detail::command(backend, request().push("SETNX", rec.name, expiration));
-    rec.owner = expiration;
-    co_return std::pair{sec, dlock::attempt{!sec && s.integer == 1, std::nullopt}};
-  }
-
-  template <class B>
-  dlock::asio::awaitable<std::pair<dlock::error_code, dlock::release_outcome>> release(
-      B& backend, dlock::detail::hold_record& rec) const {
-    auto [ec, v] = co_await dlock::detail::command(backend, dlock::redis::request().push("DEL", rec.name));
-    co_return std::pair{ec, dlock::release_outcome::released};
-  }
-};
 
 // Two clients, B and C, each on its own backend (its own I/O thread), both
 // find the lock expired; C completes its steal first, then B goes on.
@@ -174,8 +130,8 @@ TEST_CASE("story: without a token, a late release deletes the next owner's lock"
 TEST_CASE("story: two waiters steal an expired lock; GETSET lets only one in (A3)", "[story]") {
   redis_server server;
   SECTION("naive DEL + SETNX: both get the lock") {
-    using L = dlock::Lock<dlock::RedisBackend, NaiveExpiry, r::FixedLease, w::TryOnce>;
-    CHECK(race_for_expired_lock<L, NaiveExpiry>(server, &NaiveExpiry::between_get_and_del) == 2);
+    using L = dlock::Lock<dlock::RedisBackend, o::NaiveExpiry, r::FixedLease, w::TryOnce>;
+    CHECK(race_for_expired_lock<L, o::NaiveExpiry>(server, &o::NaiveExpiry::between_get_and_del) == 2);
   }
   SECTION("GETSET: exactly one gets it") {
     using L = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::TryOnce>;

@@ -19,28 +19,30 @@ struct policy_checks {
   static_assert(contract::backend_services<B>, "dlock::Lock backend: lacks use_service<S>() returning S& (one renewal timer and lease watch per backend)");
 
   // Ownership.
-  static_assert(contract::ownership_traits<O>, "dlock::Lock ownership policy: lacks its traits (policy_name, owner_checked, publishes_on_release, reentrant, needs_lease, resolves_unknown) or is not nothrow-movable");
+  static_assert(contract::ownership_traits<O>, "dlock::Lock ownership policy: lacks its traits (policy_name, owner_checked, publishes_on_release, reentrant, needs_lease) or is not nothrow-movable");
   static_assert(contract::ownership_validate<O>, "dlock::Lock ownership policy: lacks validate() returning std::error_code");
   static_assert(contract::ownership_make_owner<O>, "dlock::Lock ownership policy: lacks make_owner(client_id, owner_key) returning the owner value");
   static_assert(contract::ownership_try_acquire<O, B>, "dlock::Lock ownership policy: lacks try_acquire(backend, hold_record&) returning awaitable<pair<error_code, attempt>>");
   static_assert(contract::ownership_release<O, B>, "dlock::Lock ownership policy: lacks release(backend, hold_record&) returning awaitable<pair<error_code, release_outcome>>");
-  static_assert(contract::ownership_resolve<O, B>, "dlock::Lock ownership policy: says resolves_unknown but lacks resolve(backend, const hold_record&) returning awaitable<pair<error_code, bool>>");
+  static_assert(contract::ownership_resolve<O, B>, "dlock::Lock ownership policy: lacks resolve(backend, const hold_record&) returning awaitable<pair<error_code, bool>> (answer an error when it cannot tell)");
   static_assert(contract::ownership_extend<O>, "dlock::Lock ownership policy: says owner_checked but lacks extend_call(const hold_record&) returning script_call");
-  static_assert(contract::ownership_channel<O>, "dlock::Lock ownership policy: says publishes_on_release but lacks static channel(name) returning the channel");
+  static_assert(contract::ownership_channel<O>, "dlock::Lock ownership policy: lacks static channel(name) returning the release channel (empty when it publishes nothing)");
 
   // Renewal.
   static_assert(contract::renewal_traits<R>, "dlock::Lock renewal policy: lacks its traits (policy_name, expires, renews)");
   static_assert(contract::renewal_times<R>, "dlock::Lock renewal policy: lacks lease(), period() or margin() returning milliseconds");
   static_assert(contract::renewal_validate<R>, "dlock::Lock renewal policy: lacks validate() returning std::error_code");
+  static_assert(contract::renewal_keeper<R, B>, "dlock::Lock renewal policy: lacks keeper<Backend> constructible from (const policy&, backend&) with pause(const hold_record*) and end(const hold_record*)");
+  static_assert(contract::renewal_start<R, B, O>, "dlock::Lock renewal policy: its keeper lacks start(shared_ptr<hold_record>, const ownership&)");
 
   // Wait.
-  static_assert(contract::wait_traits<W>, "dlock::Lock wait policy: lacks its traits (policy_name, retries, needs_publish)");
+  static_assert(contract::wait_traits<W>, "dlock::Lock wait policy: lacks its traits (policy_name, needs_publish)");
   static_assert(contract::wait_validate<W>, "dlock::Lock wait policy: lacks validate() returning std::error_code");
   static_assert(contract::wait_waiter<W, B>, "dlock::Lock wait policy: lacks waiter<Backend> constructible from (const policy&, backend&, name, channel)");
   static_assert(contract::wait_prepare<W, B>, "dlock::Lock wait policy: its waiter lacks prepare() returning awaitable<error_code>");
   static_assert(contract::wait_wait<W, B>, "dlock::Lock wait policy: its waiter lacks wait(optional<milliseconds>, steady_clock::time_point) returning awaitable<error_code>");
 
-  static constexpr bool ok = Backend<B> && Ownership<O, B> && Renewal<R> && Wait<W, B>;
+  static constexpr bool ok = Backend<B> && Ownership<O, B> && Renewal<R, B> && contract::renewal_start<R, B, O> && Wait<W, B>;
 };
 
 }  // namespace dlock::detail

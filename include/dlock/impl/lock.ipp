@@ -21,13 +21,12 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
   for (auto& [key, entry] : left) {
     auto rec = entry->rec;
     if (!can_wait) {
-      if constexpr (RenewalT::renews) renewals().remove(rec.get());
-      watch().remove(rec.get());
+      keeper_.end(rec.get());
       report(make_error_code(error::would_deadlock), "~Lock on the backend's own thread (holds lapse with their leases)");
       continue;
     }
     while (held_count(entry) > 0) {
-      auto ec = run_release(key, nullptr, {}, /*abandon=*/true).first;
+      auto ec = release_blocking(key, nullptr, {}, /*abandon=*/true).first;
       if (ec) {
         report(ec, "release in ~Lock");
         break;
@@ -47,7 +46,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   };
 
   entry_use entry(this, key, true);
-  typename WaitT::template waiter<BackendT> waiter(wait_, backend_, name_, release_channel());
+  typename WaitT::template waiter<BackendT> waiter(wait_, backend_, name_, OwnershipT::channel(name_));
   std::shared_ptr<detail::hold_record> fresh;  // ours if we win a free lock
   bool prepared = false;
   for (;;) {
@@ -92,23 +91,17 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
           // A new hold: an unanswered release of an earlier one is moot.
           if (first) entry->pending_release.clear();
         }
-        if (first) {
-          watch().add(rec);
-          if constexpr (RenewalT::renews) renewals().add(rec, ownership_.extend_call(*rec), renewal_.period());
-        }
+        if (first) keeper_.start(rec, ownership_);
         co_return acquire_result{error_code{}, rec};
       }
     }
-    if (!WaitT::retries || detail::steady::now() >= deadline)
-      co_return acquire_result{error::not_acquired, nullptr};
+    if (detail::steady::now() >= deadline) co_return acquire_result{error::not_acquired, nullptr};
     if (co_await cancelled()) co_return acquire_result{asio::error::operation_aborted, nullptr};
     if (!prepared) {
       // Only a contended acquire pays for the wait's set-up (PubSub's
-      // SUBSCRIBE). Once subscribed, try again at once: a release between
-      // the first try and the subscription sent no message we could hear.
+      // SUBSCRIBE).
       prepared = true;
       if (auto pec = co_await waiter.prepare()) co_return acquire_result{pec, nullptr};
-      if constexpr (WaitT::needs_publish) continue;
     }
     if (auto wec = co_await waiter.wait(at.held_for, deadline)) co_return acquire_result{wec, nullptr};
   }
@@ -119,21 +112,18 @@ asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, Renew
   rec.attempt_id = detail::unique_id();
   auto sent = detail::steady::now();
   auto [ec, at] = co_await ownership_.try_acquire(backend_, rec);
-  if constexpr (OwnershipT::resolves_unknown) {
-    if (detail::may_have_run(ec)) {
-      auto [rec_ec, won] = co_await ownership_.resolve(backend_, rec);
-      if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
-      if (won) rec.confirm(sent);
-      co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
-    }
+  if (detail::may_have_run(ec)) {
+    auto [rec_ec, won] = co_await ownership_.resolve(backend_, rec);
+    if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
+    if (won) rec.confirm(sent);
+    co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
   }
   co_return std::pair{ec, at};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 void Lock<BackendT, OwnershipT, RenewalT, WaitT>::retire(const std::shared_ptr<detail::hold_record>& rec) {
-  if constexpr (RenewalT::renews) renewals().remove(rec.get());
-  watch().remove(rec.get());
+  keeper_.end(rec.get());
   rec->mark_lost();
 }
 
@@ -174,9 +164,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
   // from the loss signal.
   bool signalled = rec->lost();
   // Renewal stops before the release is queued: no renewal can follow it.
-  if constexpr (RenewalT::renews) {
-    if (last) renewals().remove(rec.get());
-  }
+  if (last) keeper_.pause(rec.get());
   if (!retry) id = detail::unique_id();
   rec->release_id = id;
   auto [ec, outcome] = co_await ownership_.release(backend_, *rec);
@@ -185,11 +173,9 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
       drop_one(*entry, rec);
       co_return release_result{ec, std::string()};
     }
-    if constexpr (RenewalT::renews) {
-      // Not run: still held, so keep it alive, unless an earlier attempt
-      // of this release may have run.
-      if (last && !retry && !detail::may_have_run(ec)) renewals().add(rec, ownership_.extend_call(*rec), renewal_.period());
-    }
+    // Not run: still held, so keep it alive, unless an earlier attempt of
+    // this release may have run.
+    if (last && !retry && !detail::may_have_run(ec)) keeper_.start(rec, ownership_);
     if (!hold_rec) {
       std::lock_guard g(mutex_);
       entry->pending_release = id;
@@ -212,8 +198,8 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
       ended = true;
     }
   }
-  if (ended) watch().remove(rec.get());
-  if (lost || others_lost) retire(rec);
+  if (lost || others_lost) retire(rec);  // ends it, and tells its holders
+  else if (ended) keeper_.end(rec.get());
   co_return release_result{lost || signalled ? error_code(error::lease_lost) : error_code{}, std::string()};
 }
 
@@ -228,7 +214,7 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::drop_one(owner_entry& entry, c
       ended = true;
     }
   }
-  if (ended) watch().remove(rec.get());
+  if (ended) keeper_.end(rec.get());
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -247,7 +233,17 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_blocking(const std::st
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_release(const std::string& key, std::shared_ptr<detail::hold_record> rec,
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec)
+    -> std::optional<hold_type> {
+  auto owner = thread_owner();
+  auto [aec, rec] = acquire_blocking(owner, deadline);
+  ec = aec;
+  if (ec) return std::nullopt;
+  return hold_type(this, std::move(owner), false, std::move(rec));
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec,
                                                  std::string id, bool abandon) -> release_result {
   if (backend_.on_io_thread()) return release_result{error::would_deadlock, std::move(id)};
   return asio::co_spawn(asio::make_strand(backend_.get_executor()),
@@ -256,7 +252,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_release(const std::string&
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-void Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_from_destructor(std::string key, bool async,
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_abandoned(std::string key, bool async,
                                                              std::shared_ptr<detail::hold_record> rec,
                                                              std::string id) noexcept {
   try {
@@ -274,7 +270,7 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_from_destructor(std::s
                      });
       return;
     }
-    if (auto ec = run_release(key, std::move(rec), std::move(id), true).first) report(ec, "release in ~Hold");
+    if (auto ec = release_blocking(key, std::move(rec), std::move(id), true).first) report(ec, "release in ~Hold");
   } catch (...) {
     report(make_error_code(error::unexpected_exception), "release in ~Hold: " + what(std::current_exception()));
   }
@@ -320,8 +316,8 @@ bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_lock_until_steady(detail::
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_blocking(hold_type& hold) {
-  auto [ec, id] = run_release(hold.owner_key_, hold.record_, hold.release_id_, false);
+error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold_blocking(hold_type& hold) {
+  auto [ec, id] = release_blocking(hold.owner_key_, hold.record_, hold.release_id_, false);
   settle(hold, ec, std::move(id));
   return ec;
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/commands.hpp>
 
 namespace dlock::ownership {
 
@@ -30,7 +31,6 @@ struct GetSetExpiry {
   static constexpr bool publishes_on_release = false;
   static constexpr bool reentrant = false;
   static constexpr bool needs_lease = true;
-  static constexpr bool resolves_unknown = false;
 
   /// The wall clock, in epoch seconds: the algorithm's (and its flaw's)
   /// source of time. Tests replace it to show what clock skew does.
@@ -47,6 +47,16 @@ struct GetSetExpiry {
   std::error_code validate() const {
     if (!wall_clock) return make_error_code(error::invalid_argument);
     return {};
+  }
+
+  /// Its release publishes nothing (no wait::PubSub with it).
+  static std::string channel(std::string_view) { return {}; }
+
+  /// A lost acquire reply cannot be resolved: the value does not tell this
+  /// try from another client's, so it stays outcome_unknown.
+  template <class B>
+  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const detail::hold_record&) const {
+    return detail::cannot_resolve();
   }
 
   std::string make_owner(const std::string&, const std::string&) const { return {}; }

@@ -5,6 +5,8 @@
 #include <string>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/commands.hpp>
+#include <dlock/detail/release_memory.hpp>
 
 namespace dlock::ownership {
 
@@ -26,7 +28,6 @@ struct ReentrantHash {
   static constexpr bool publishes_on_release = true;
   static constexpr bool reentrant = true;
   static constexpr bool needs_lease = true;
-  static constexpr bool resolves_unknown = true;
 
   /// The unlock message Redisson's waiters expect.
   static constexpr const char* unlock_message = "0";

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/commands.hpp>
 
 namespace dlock::ownership {
 
@@ -24,7 +25,6 @@ struct SetNx {
   static constexpr bool publishes_on_release = false;
   static constexpr bool reentrant = false;
   static constexpr bool needs_lease = false;
-  static constexpr bool resolves_unknown = false;
 
   /// Test seam: runs on the backend's I/O thread after SETNX succeeded and
   /// before PEXPIRE is sent. A test makes the process exit here to show the
@@ -32,6 +32,16 @@ struct SetNx {
   std::function<void()> between_setnx_and_expire;
 
   std::error_code validate() const { return {}; }
+
+  /// Its release publishes nothing (no wait::PubSub with it).
+  static std::string channel(std::string_view) { return {}; }
+
+  /// A lost acquire reply cannot be resolved: the value does not tell this
+  /// try from another client's, so it stays outcome_unknown.
+  template <class B>
+  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const detail::hold_record&) const {
+    return detail::cannot_resolve();
+  }
 
   std::string make_owner(const std::string& client_id, const std::string& owner_id) const {
     return client_id + ":" + owner_id;

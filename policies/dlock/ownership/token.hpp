@@ -5,6 +5,8 @@
 #include <string>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/commands.hpp>
+#include <dlock/detail/release_memory.hpp>
 #include <dlock/detail/random.hpp>
 
 namespace dlock::ownership {
@@ -29,12 +31,14 @@ struct Token {
   static constexpr bool publishes_on_release = false;
   static constexpr bool reentrant = false;
   static constexpr bool needs_lease = false;
-  static constexpr bool resolves_unknown = true;
 
   /// How long a release remembers its result for a retry (10 s).
   detail::release_memory release_memory;
 
   std::error_code validate() const { return release_memory.validate(); }
+
+  /// Its release publishes nothing (no wait::PubSub with it).
+  static std::string channel(std::string_view) { return {}; }
 
   std::string make_owner(const std::string&, const std::string&) const {
     return detail::random_hex(16);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include <dlock/concepts.hpp>
+#include <dlock/keepers.hpp>
 
 namespace dlock::renewal {
 
@@ -17,6 +18,9 @@ struct FixedLease {
   static constexpr const char* policy_name = "fixed";
   static constexpr bool expires = true;
   static constexpr bool renews = false;
+  /// What the host calls while a hold lives (see keepers.hpp).
+  template <class B>
+  using keeper = keepers::lease<B>;
 
   milliseconds duration{std::chrono::seconds(30)};
   /// How long before the lease's end the hold counts as lost.

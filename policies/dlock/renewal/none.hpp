@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dlock/concepts.hpp>
+#include <dlock/keepers.hpp>
 
 namespace dlock::renewal {
 
@@ -13,6 +14,9 @@ struct None {
   static constexpr const char* policy_name = "none";
   static constexpr bool expires = false;
   static constexpr bool renews = false;
+  /// What the host calls while a hold lives (see keepers.hpp).
+  template <class B>
+  using keeper = keepers::nothing<B>;
   milliseconds lease() const { return milliseconds::zero(); }
   milliseconds period() const { return milliseconds::zero(); }
   milliseconds margin() const { return milliseconds::zero(); }

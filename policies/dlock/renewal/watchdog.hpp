@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <dlock/concepts.hpp>
+#include <dlock/keepers.hpp>
 
 namespace dlock::renewal {
 
@@ -27,6 +28,9 @@ struct Watchdog {
   static constexpr const char* policy_name = "watchdog";
   static constexpr bool expires = true;
   static constexpr bool renews = true;
+  /// What the host calls while a hold lives (see keepers.hpp).
+  template <class B>
+  using keeper = keepers::renewing<B>;
 
   milliseconds timeout{std::chrono::seconds(30)};
   /// How long before the lease's end the hold counts as lost.

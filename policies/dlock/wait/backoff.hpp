@@ -15,7 +15,6 @@ namespace dlock::wait {
 /// instead of polling in step. Defaults: base 10 ms, cap 1 s.
 struct Backoff {
   static constexpr const char* policy_name = "backoff";
-  static constexpr bool retries = true;
   static constexpr bool needs_publish = false;
 
   milliseconds base{10};

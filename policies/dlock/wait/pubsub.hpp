@@ -14,7 +14,7 @@
 namespace dlock::wait {
 
 /// After a failed try, subscribes to the lock's release channel and tries
-/// again (so a release before the subscription is not missed); then after
+/// again at once (so a release before the subscription is not missed); then after
 /// each failed try sleeps until a release message arrives, the holder's
 /// lease (the PTTL the try returned) runs out, or the caller's deadline
 /// passes. A release between a try and the sleep is never missed (the
@@ -24,7 +24,6 @@ namespace dlock::wait {
 /// whose release publishes (ReentrantHash).
 struct PubSub {
   static constexpr const char* policy_name = "pubsub";
-  static constexpr bool retries = true;
   static constexpr bool needs_publish = true;
 
   std::error_code validate() const { return {}; }
@@ -54,6 +53,10 @@ struct PubSub {
       auto [ec, sub] = co_await backend_.async_subscribe(channel_, std::move(listener),
                                                           asio::as_tuple(asio::use_awaitable));
       subscription_ = std::move(sub);
+      // A release between the first try and the subscription sent no
+      // message this waiter could hear: the first wait returns at once, so
+      // the host tries again before sleeping.
+      state_->released = true;
       co_return ec;
     }
 

@@ -14,7 +14,6 @@ namespace dlock::wait {
 /// the next tick.
 struct Spin {
   static constexpr const char* policy_name = "spin";
-  static constexpr bool retries = true;
   static constexpr bool needs_publish = false;
 
   milliseconds interval{100};

@@ -10,7 +10,6 @@ namespace dlock::wait {
 /// the std interface, `lock()` then throws and `try_lock()` returns false.
 struct TryOnce {
   static constexpr const char* policy_name = "tryonce";
-  static constexpr bool retries = false;
   static constexpr bool needs_publish = false;
 
   std::error_code validate() const { return {}; }

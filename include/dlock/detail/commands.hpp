@@ -1,0 +1,83 @@
+// How policies talk to Redis from a lock coroutine: one completion token for
+// every command, (error, reply) pairs, and the strict readings of replies
+// that no policy may take for a verdict they do not carry.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <dlock/concepts.hpp>
+
+namespace dlock::detail {
+
+/// The completion token for every Redis command a lock coroutine sends: a
+/// tuple, and no cancellation. Cancelling an acquire stops its waiting, never
+/// a command half way: a try that was queued still runs and is answered, so
+/// the acquire knows whether it won (and gives the lock back if it did).
+inline auto uncancellable() {
+  return asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable));
+}
+
+/// Runs a script and gives (error, reply) to a coroutine.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redis::script& s,
+                                                          std::vector<std::string> keys,
+                                                          std::vector<std::string> args) {
+  auto [ec, v] = co_await backend.async_eval(s, std::move(keys), std::move(args), uncancellable());
+  co_return std::pair{ec, std::move(v)};
+}
+
+/// Sends a pipeline and gives (error, replies) to a coroutine.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::response>> exec(B& backend, redis::request req) {
+  auto [ec, r] = co_await backend.async_exec(std::move(req), uncancellable());
+  co_return std::pair{ec, std::move(r)};
+}
+
+/// One command's reply; an error reply becomes server_error.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, redis::request req) {
+  auto [ec, r] = co_await exec(backend, std::move(req));
+  auto out = redis::detail::single_reply(ec, r);
+  co_return out;
+}
+
+/// The integer a reply carries, or nullopt when it is of another type (a
+/// reply a policy does not expect is never read as a verdict).
+inline std::optional<std::int64_t> integer_of(const redis::value& v) {
+  if (v.type != redis::kind::integer) return std::nullopt;
+  return v.integer;
+}
+
+/// What a release by `DEL name` found: 1 released, 0 the key was gone
+/// (lost); any other reply is no verdict.
+inline std::pair<error_code, release_outcome> deleted(const error_code& ec, const redis::value& v) {
+  if (ec) return {ec, release_outcome::lease_lost};
+  auto n = integer_of(v);
+  if (n == 1) return {error_code{}, release_outcome::released};
+  if (n == 0) return {error_code{}, release_outcome::lease_lost};
+  return {make_error_code(error::unexpected_reply), release_outcome::lease_lost};
+}
+
+/// Whether a failed command may have run (see condition::may_have_run).
+/// Every other error means it was never sent, or the server refused it and
+/// changed nothing.
+inline bool may_have_run(const error_code& ec) { return ec == std::error_condition(condition::may_have_run); }
+
+/// The `resolve` of an ownership that cannot tell whether a try whose reply
+/// was lost won: the try stays outcome_unknown (the host reports the
+/// original error).
+inline asio::awaitable<std::pair<error_code, bool>> cannot_resolve() {
+  co_return std::pair{make_error_code(error::outcome_unknown), false};
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,114 @@
+// ownership::NaiveExpiry: seed 002's expiry lock before GETSET (A3n): the
+// value is an expiration time, and a waiter that finds it past deletes the
+// key and tries SETNX again. Kept to show the race that GETSET stops.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <dlock/concepts.hpp>
+#include <dlock/detail/commands.hpp>
+#include <dlock/ownership/getset_expiry.hpp>
+
+namespace dlock::ownership {
+
+/// The value is the lock's expiration time in epoch seconds, as with
+/// GetSetExpiry (the same layout, so the two exclude each other on a name):
+/// - acquire: `SETNX name expiration`; if the key exists, `GET name`, and if
+///   the time it holds has passed, `DEL name` and `SETNX name expiration`
+///   again;
+/// - release: `DEL name`, whoever holds it by then.
+///
+/// Known failure, kept on purpose: two waiters B and C both read the same
+/// expired time; C deletes it and wins its SETNX; then B's DEL deletes C's
+/// fresh lock and B's SETNX wins too. Both hold the lock. GetSetExpiry's
+/// GETSET exists to stop exactly this. Like GetSetExpiry it trusts every
+/// client's wall clock, has no owner token (no watchdog, no owner-checked
+/// release), and a lost acquire reply stays outcome_unknown.
+///
+/// This header is also the worked example of README's "Writing a policy":
+/// it is the whole policy, and one entry in combinations.hpp's list adds it
+/// to every place where combinations are listed.
+struct NaiveExpiry {
+  static constexpr const char* policy_name = "naive";
+  static constexpr bool owner_checked = false;
+  static constexpr bool publishes_on_release = false;
+  static constexpr bool reentrant = false;
+  static constexpr bool needs_lease = true;
+
+  /// The wall clock, in epoch seconds (as GetSetExpiry::wall_clock).
+  std::function<double()> wall_clock = GetSetExpiry{}.wall_clock;
+
+  /// Test seam: runs on the backend's I/O thread after GET found the lock
+  /// expired and before DEL. A test holds two clients here to force the
+  /// double-DEL race.
+  std::function<void()> between_get_and_del;
+
+  std::error_code validate() const {
+    if (!wall_clock) return make_error_code(error::invalid_argument);
+    return {};
+  }
+
+  /// Nothing to publish: waiters poll (wait::Spin, wait::Backoff).
+  static std::string channel(std::string_view) { return {}; }
+
+  /// Any client may write the same kind of value, so a lost SETNX reply
+  /// cannot be told apart from another client's win.
+  template <class B>
+  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const detail::hold_record&) const {
+    return detail::cannot_resolve();
+  }
+
+  /// No owner: the value is the expiration time, set when acquired.
+  std::string make_owner(const std::string&, const std::string&) const { return {}; }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, detail::hold_record& rec) const {
+    auto [ec, won] = co_await set_if_absent(backend, rec);
+    if (ec || won.acquired) co_return std::pair{ec, won};
+
+    auto [gec, current] = co_await detail::command(backend, redis::request().push("GET", rec.name));
+    if (gec) co_return std::pair{gec, attempt{}};
+    if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
+    if (current.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    double expires_at = GetSetExpiry::parse(current.str), now = wall_clock();
+    if (expires_at >= now) {
+      auto left = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(expires_at - now));
+      co_return std::pair{error_code{}, attempt{false, left}};
+    }
+    // Expired: delete it and race for it again. Not atomic with the GET:
+    // another waiter may have done the same in between (the known failure).
+    if (between_get_and_del) between_get_and_del();
+    auto [dec, deleted] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    if (dec) co_return std::pair{dec, attempt{}};
+    if (!detail::integer_of(deleted)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    co_return co_await set_if_absent(backend, rec);
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, detail::hold_record& rec) const {
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    co_return detail::deleted(ec, v);
+  }
+
+ private:
+  // SETNX with a fresh expiration time; on a win the time becomes the
+  // hold's owner value and its lease counts from the send.
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> set_if_absent(B& backend, detail::hold_record& rec) const {
+    auto sent = detail::steady::now();
+    auto expiration = GetSetExpiry::format(wall_clock() + std::chrono::duration<double>(rec.lease).count());
+    auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, expiration));
+    if (ec) co_return std::pair{ec, attempt{}};
+    auto won = detail::integer_of(v);
+    if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
+    if (won != 1) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    rec.owner = std::move(expiration);
+    rec.confirm(sent);
+    co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+  }
+};
+
+}  // namespace dlock::ownership

@@ -1,0 +1,200 @@
+// The host's interfaces as a user meets them: the complete sync pairs, any
+// duration or clock on timed acquires, and a renewal policy written by a
+// user, whose keeper the host calls (it does not branch on the policy).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include <boost/asio/use_future.hpp>
+
+#include <dlock/dlock.hpp>
+#include <support/polling.hpp>
+#include <support/redis_server.hpp>
+
+#include "lock_support.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::redis_server;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+
+namespace {
+
+using TokenLock = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
+
+// Runs `f` on another thread (another owner) and returns its result.
+template <class F>
+auto elsewhere(F f) {
+  return std::async(std::launch::async, std::move(f)).get();
+}
+
+}  // namespace
+
+TEST_CASE("acquire(ec) and try_acquire(ec) report instead of throwing", "[interfaces]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  using L = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::TryOnce>;
+  L lock(redis, "api:ec", {}, r::FixedLease{dlock::test::scaled(10s)});
+
+  std::error_code ec;
+  auto hold = lock.acquire(ec);
+  REQUIRE(!ec);
+  REQUIRE(hold);
+  CHECK(hold->owns_lock());
+  CHECK(server.command({"EXISTS", "api:ec"}) == "1");
+
+  // Another thread: TryOnce's acquire gives up at once, through ec.
+  auto [other_ec, other] = elsewhere([&] {
+    std::error_code e;
+    auto h = lock.acquire(e);
+    return std::pair{e, h.has_value()};
+  });
+  CHECK(other_ec == dlock::error::not_acquired);
+  CHECK_FALSE(other);
+  auto [try_ec, tried] = elsewhere([&] {
+    std::error_code e;
+    auto h = lock.try_acquire(e);
+    return std::pair{e, h.has_value()};
+  });
+  CHECK(try_ec == dlock::error::not_acquired);
+  CHECK_FALSE(tried);
+
+  // The same thread again: not reentrant.
+  auto again = lock.acquire(ec);
+  CHECK(ec == dlock::error::already_held);
+  CHECK_FALSE(again);
+
+  hold->release(ec);
+  CHECK(!ec);
+  CHECK(server.command({"EXISTS", "api:ec"}) == "0");
+}
+
+TEST_CASE("try_acquire_until takes any clock", "[interfaces]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  TokenLock lock(redis, "api:until", {}, r::FixedLease{dlock::test::scaled(10s)}, w::Spin{5ms});
+
+  auto hold = lock.try_acquire_until(std::chrono::system_clock::now() + 1s);
+  REQUIRE(hold);
+  // Held: another thread waits until its deadline and gets nothing.
+  auto waited = elsewhere([&] {
+    auto start = std::chrono::steady_clock::now();
+    auto h = lock.try_acquire_until(std::chrono::steady_clock::now() + 100ms);
+    return std::pair{h.has_value(), std::chrono::steady_clock::now() - start};
+  });
+  CHECK_FALSE(waited.first);
+  CHECK(waited.second >= 100ms);
+  std::error_code ec;
+  auto none = elsewhere([&] {
+    std::error_code e;
+    auto h = lock.try_acquire_until(std::chrono::system_clock::now() - 1s, e);  // past: one try
+    return std::pair{e, h.has_value()};
+  });
+  CHECK(none.first == dlock::error::not_acquired);
+  CHECK_FALSE(none.second);
+  hold->release(ec);
+  CHECK(!ec);
+}
+
+TEST_CASE("the async timed acquire takes any duration and any clock", "[interfaces]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  TokenLock lock(redis, "api:async", {}, r::FixedLease{dlock::test::scaled(10s)}, w::Spin{5ms});
+
+  // Seconds, and a fractional duration.
+  auto first = lock.async_try_acquire_for("a", std::chrono::seconds(1), boost::asio::use_future).get();
+  REQUIRE(first);
+  auto start = std::chrono::steady_clock::now();
+  auto f = lock.async_try_acquire_for("b", std::chrono::duration<double>(0.1), boost::asio::use_future);
+  CHECK(dlock::test::error_of(std::move(f)) == dlock::error::not_acquired);
+  CHECK(std::chrono::steady_clock::now() - start >= 100ms);
+
+  // A system_clock deadline; b gets the lock once a lets go.
+  auto g = lock.async_try_acquire_until("b", std::chrono::system_clock::now() + dlock::test::scaled(5s),
+                                        boost::asio::use_future);
+  first.async_release(boost::asio::use_future).get();
+  auto second = g.get();
+  CHECK(second);
+  CHECK(second.owner_id() == "b");
+  second.async_release(boost::asio::use_future).get();
+}
+
+namespace {
+
+// A renewal policy written by a user: a fixed lease whose keeper counts
+// what the host tells it, so the test sees when it is called.
+struct keeper_log {
+  std::atomic<int> started{0}, paused{0}, ended{0};
+};
+
+struct CountingLease {
+  static constexpr const char* policy_name = "counting";
+  static constexpr bool expires = true;
+  static constexpr bool renews = false;
+
+  std::chrono::milliseconds duration{10000};
+  keeper_log* log = nullptr;
+
+  std::chrono::milliseconds lease() const { return duration; }
+  std::chrono::milliseconds period() const { return {}; }
+  std::chrono::milliseconds margin() const { return std::chrono::milliseconds(5); }
+  std::error_code validate() const { return log ? std::error_code{} : make_error_code(dlock::error::invalid_argument); }
+
+  template <class B>
+  struct keeper {
+    keeper(const CountingLease& p, B& backend) : inner(p, backend), log(p.log) {}
+    template <class O>
+    void start(const std::shared_ptr<dlock::detail::hold_record>& rec, const O& ownership) {
+      ++log->started;
+      inner.start(rec, ownership);
+    }
+    void pause(const dlock::detail::hold_record* rec) {
+      ++log->paused;
+      inner.pause(rec);
+    }
+    void end(const dlock::detail::hold_record* rec) {
+      ++log->ended;
+      inner.end(rec);
+    }
+    dlock::keepers::lease<B> inner;
+    keeper_log* log;
+  };
+};
+
+}  // namespace
+
+TEST_CASE("the host tells a renewal policy's keeper when a hold starts, pauses and ends", "[interfaces]") {
+  redis_server server;
+  dlock::RedisBackend redis(server.url());
+  keeper_log log;
+  CountingLease policy;
+  policy.duration = dlock::test::scaled(10s);
+  policy.log = &log;
+  dlock::Lock<dlock::RedisBackend, o::ReentrantHash, CountingLease, w::Spin> lock(redis, "api:keeper", {}, policy,
+                                                                                    w::Spin{5ms});
+
+  // Reentrant: two acquires are one hold, started once.
+  lock.lock();
+  lock.lock();
+  CHECK(log.started == 1);
+  lock.unlock();  // not the last hold: nothing paused, nothing ended
+  CHECK(log.paused == 0);
+  CHECK(log.ended == 0);
+  lock.unlock();  // the last: paused before the release, ended after it
+  CHECK(log.paused == 1);
+  CHECK(log.ended == 1);
+  CHECK(server.command({"EXISTS", "api:keeper"}) == "0");
+
+  // A hold found lost ends too, and its lease watch fires for it.
+  auto hold = lock.acquire();
+  CHECK(log.started == 2);
+  server.command({"DEL", "api:keeper"});
+  std::error_code ec;
+  hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+  CHECK(log.paused == 2);
+  CHECK(log.ended == 2);  // once per hold
+}
