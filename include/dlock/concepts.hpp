@@ -85,11 +85,7 @@ enum class release_outcome {
 };
 
 /// A script call: what a renewal sends, batched with others.
-struct script_call {
-  const redis::script* script;
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
-};
+using script_call = redis::script_call;
 
 // ---- The contracts ---------------------------------------------------------
 //
@@ -122,6 +118,10 @@ concept backend_exec = requires(B& b, redis::request req) { b.async_exec(req, co
 template <class B>
 concept backend_eval = requires(B& b, const redis::script& s, std::vector<std::string> v) {
   b.async_eval(s, v, v, command_token{});
+};
+template <class B>
+concept backend_eval_all = requires(B& b, std::vector<script_call> calls) {
+  b.async_eval_all(calls, command_token{});
 };
 template <class B>
 concept backend_subscribe = requires(B& b, std::string channel, redis::listener l) {
@@ -244,7 +244,7 @@ concept wait_wait = requires(typename W::template waiter<B>& w, std::optional<mi
 template <class B>
 concept Backend = contract::backend_executor<B> && contract::backend_client_id<B> &&
                   contract::backend_on_io_thread<B> && contract::backend_exec<B> && contract::backend_eval<B> &&
-                  contract::backend_subscribe<B> && contract::backend_services<B>;
+                  contract::backend_eval_all<B> && contract::backend_subscribe<B> && contract::backend_services<B>;
 
 /// Who holds the lock, and the Redis side of acquiring, releasing and
 /// extending it on backend `B`. Each ownership policy states what it can do:

@@ -108,6 +108,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void set_push_handler(std::function<void(value&&)> h) { push_handler_ = std::move(h); }
   void set_connect_handler(std::function<void()> h) { connect_handler_ = std::move(h); }
+  script_cache& scripts() noexcept { return scripts_; }
 
   connection::stats statistics() const {
     return {connects_.load(), writes_.load(), commands_written_.load()};
@@ -164,6 +165,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     connected_ = true;
     last_byte_at_ = clock::now();  // the handshake's replies
     ++connects_;
+    scripts_.clear();  // a new connection may be to a restarted server
     notify_connect_waiters({});
     if (connect_handler_) connect_handler_();
     try {
@@ -387,6 +389,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::vector<std::function<void(error_code)>> connect_waiters_;
   std::function<void(value&&)> push_handler_;
   std::function<void()> connect_handler_;
+  script_cache scripts_;
 
   bool started_ = false;
   bool stopping_ = false;
@@ -437,5 +440,6 @@ void connection::set_connect_handler(std::function<void()> handler) {
 }
 
 connection::stats connection::statistics() const { return impl_->statistics(); }
+detail::script_cache& connection::scripts() noexcept { return impl_->scripts(); }
 
 }  // namespace dlock::redis

@@ -98,31 +98,7 @@ TEST_CASE("10,000 concurrent commands from 4 threads are matched to their replie
   CHECK(stats.writes < stats.commands_written / 4);
 }
 
-TEST_CASE("a script runs by SHA and survives SCRIPT FLUSH", "[connection][script]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  // How often the server ran a command, from INFO commandstats (a NOSCRIPT
-  // reply counts as a call, and as a failed one).
-  auto calls = [&](const std::string& command) -> long {
-    auto info = server.command({"INFO", "commandstats"});
-    auto key = "cmdstat_" + command + ":calls=";
-    auto at = info.find(key);
-    return at == std::string::npos ? 0 : std::stol(info.substr(at + key.size()));
-  };
-  dlock::redis::script s("return redis.call('INCRBY', KEYS[1], ARGV[1])");
-  CHECK(redis.eval(s, {"counter"}, {"5"}).integer == 5);
-  CHECK(server.command({"SCRIPT", "EXISTS", s.sha1()}) == "1");
-  server.command({"SCRIPT", "FLUSH"});
-  CHECK(server.command({"SCRIPT", "EXISTS", s.sha1()}) == "0");
-  auto evalsha = calls("evalsha"), eval = calls("eval");
-  CHECK(redis.eval(s, {"counter"}, {"2"}).integer == 7);  // NOSCRIPT, then EVAL
-  CHECK(calls("evalsha") == evalsha + 1);
-  CHECK(calls("eval") == eval + 1);  // exactly one reload
-  CHECK(server.command({"SCRIPT", "EXISTS", s.sha1()}) == "1");
-  CHECK(redis.eval(s, {"counter"}, {"1"}).integer == 8);
-  CHECK(calls("evalsha") == evalsha + 2);  // cached again: by SHA only
-  CHECK(calls("eval") == eval + 1);
-}
+// Scripts (loading, NOSCRIPT, batches): test_scripts.cpp.
 
 TEST_CASE("a server error reply carries the server's message", "[connection]") {
   redis_server server;

@@ -15,6 +15,7 @@ struct policy_checks {
   static_assert(contract::backend_on_io_thread<B>, "dlock::Lock backend: lacks on_io_thread() returning bool (where blocking would deadlock)");
   static_assert(contract::backend_exec<B>, "dlock::Lock backend: lacks async_exec(redis::request, token) (to send a pipeline)");
   static_assert(contract::backend_eval<B>, "dlock::Lock backend: lacks async_eval(script, keys, args, token) (to run a Lua script)");
+  static_assert(contract::backend_eval_all<B>, "dlock::Lock backend: lacks async_eval_all(vector<script_call>, token) (to run many scripts in one round trip, as the watchdog does)");
   static_assert(contract::backend_subscribe<B>, "dlock::Lock backend: lacks async_subscribe(channel, listener, token) (for pub/sub waits)");
   static_assert(contract::backend_services<B>, "dlock::Lock backend: lacks use_service<S>() returning S& (one renewal timer and lease watch per backend)");
 

@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <vector>
 
 #include <dlock/concepts.hpp>
@@ -51,11 +50,10 @@ class renewal_service {
   std::size_t renewals_sent() const { return impl_->renewals.load(); }
 
  private:
-  // One renewal in a sent batch: whose, and where its reply is.
+  // One renewal in a sent batch: whose (its reply has the same index).
   struct sent_renewal {
     const hold_record* key;
     std::weak_ptr<hold_record> record;
-    std::size_t reply;  // index in the pipeline's replies (SCRIPT LOADs come first)
   };
 
   struct entry {
@@ -70,11 +68,6 @@ class renewal_service {
     using timer_loop<entry>::m, timer_loop<entry>::stopped, timer_loop<entry>::entries;
 
     B& backend;
-    // Scripts this batch stream has loaded (or seen run) on the server: a
-    // batch that needs one that is not loaded sends SCRIPT LOAD ahead of its
-    // first EVALSHA in the same pipeline, so no renewal pays a NOSCRIPT
-    // round trip (at a slow link, that extra trip can outlast the lease).
-    std::set<const redis::script*> loaded;
     std::atomic<std::size_t> batches{0}, renewals{0};
 
     // Sends what is due; returns when the next entry is due.
@@ -98,7 +91,7 @@ class renewal_service {
       for (auto& [key, e] : entries) any_due = any_due || e.next_due <= now;
       if (!any_due) return;
       std::vector<sent_renewal> batch;
-      redis::request req;
+      std::vector<script_call> calls;
       for (auto it = entries.begin(); it != entries.end();) {
         auto& [key, e] = *it;
         // A hold signalled lost is not kept alive: its holder has stopped
@@ -111,14 +104,8 @@ class renewal_service {
           ++it;
           continue;
         }
-        if (loaded.insert(e.call.script).second) req.push("SCRIPT", "LOAD", e.call.script->source());
-        std::vector<std::string_view> parts{"EVALSHA", e.call.script->sha1()};
-        std::string nkeys = std::to_string(e.call.keys.size());
-        parts.push_back(nkeys);
-        for (auto& k : e.call.keys) parts.push_back(k);
-        for (auto& a : e.call.args) parts.push_back(a);
-        batch.push_back(sent_renewal{key, e.record, req.size()});
-        req.push_args(parts);
+        batch.push_back(sent_renewal{key, e.record});
+        calls.push_back(e.call);
         // Not due again until this reply (or its failure) reschedules it.
         e.next_due = now + e.period;
         ++it;
@@ -126,15 +113,18 @@ class renewal_service {
       if (batch.empty()) return;
       ++batches;
       renewals += batch.size();
-      backend.async_exec(std::move(req), [self = std::static_pointer_cast<impl>(this->shared_from_this()),
-                                          batch = std::move(batch),
-                                          sent = now](error_code ec, redis::response r) {
+      // One round trip; a script the connection has not loaded yet is
+      // loaded in the same pipeline (at a slow link, an extra NOSCRIPT
+      // round trip could outlast the lease).
+      backend.async_eval_all(std::move(calls), [self = std::static_pointer_cast<impl>(this->shared_from_this()),
+                                                batch = std::move(batch),
+                                                sent = now](error_code ec, std::vector<redis::value> r) {
         self->on_replies(batch, sent, ec, r);
       });
     }
 
     void on_replies(const std::vector<sent_renewal>& batch, steady::time_point sent, error_code ec,
-                    const redis::response& replies) {
+                    const std::vector<redis::value>& replies) {
       std::vector<std::shared_ptr<hold_record>> lost;
       {
         std::lock_guard g(m);
@@ -151,7 +141,7 @@ class renewal_service {
             entries.erase(it);
             continue;
           }
-          const redis::value* v = ec || batch[i].reply >= replies.size() ? nullptr : &replies[batch[i].reply];
+          const redis::value* v = ec || i >= replies.size() ? nullptr : &replies[i];
           if (v && v->type == redis::kind::integer && v->integer == 1) {
             if (rec->confirm(sent)) {
               // A later renewal may be on its way already (a round trip as
@@ -164,9 +154,8 @@ class renewal_service {
             lost.push_back(rec);  // the key is gone or someone else's
             entries.erase(it);
           } else if (v && redis::detail::is_noscript(*v)) {
-            // The server lost its scripts (restart, SCRIPT FLUSH, failover):
-            // the next batch loads it again, and that batch is due now.
-            loaded.erase(it->second.call.script);
+            // The server lost its scripts (SCRIPT FLUSH, failover): the
+            // call did not run; the next batch loads it again, now.
             it->second.next_due = steady::now();
           } else {
             // Not confirmed (connection down, outcome unknown, an unexpected

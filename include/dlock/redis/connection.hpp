@@ -20,6 +20,7 @@
 #include <dlock/redis/config.hpp>
 #include <dlock/redis/detail/exec_op.hpp>
 #include <dlock/redis/request.hpp>
+#include <dlock/redis/script_cache.hpp>
 
 namespace dlock::redis {
 
@@ -157,6 +158,10 @@ class connection {
   /// Called on the connection's strand after every successful (re)connect,
   /// before queued requests are written; it may issue requests.
   void set_connect_handler(std::function<void()> handler);
+
+  /// The scripts this connection has loaded, as far as it knows (cleared on
+  /// every reconnect); see async_eval_all.
+  detail::script_cache& scripts() noexcept;
 
   /// Counters for tests and benchmarks.
   struct stats {

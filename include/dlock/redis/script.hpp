@@ -1,5 +1,5 @@
-// Lua scripts run by SHA: EVALSHA first, and on NOSCRIPT (after SCRIPT FLUSH,
-// a restart or a failover) EVAL, which runs the script and caches it again.
+// Running Lua scripts on a connection: one call or many in one round trip,
+// each by SHA, loaded on the connection's first use of it (script_cache.hpp).
 #pragma once
 
 #include <string>
@@ -8,46 +8,13 @@
 #include <vector>
 
 #include <boost/asio/compose.hpp>
+#include <boost/asio/post.hpp>
 
 #include <dlock/redis/connection.hpp>
 
 namespace dlock::redis {
 
-/// A Lua script and its SHA-1. Keys and values reach it only as KEYS and
-/// ARGV: its text is fixed when it is built and never spliced with data.
-class script {
- public:
-  explicit script(std::string source) : source_(std::move(source)), sha1_(sha1_hex(source_)) {}
-
-  const std::string& source() const noexcept { return source_; }
-  const std::string& sha1() const noexcept { return sha1_; }
-
- private:
-  std::string source_;
-  std::string sha1_;
-};
-
 namespace detail {
-
-inline bool is_noscript(const value& v) {
-  return v.is_error() && v.str.compare(0, 8, "NOSCRIPT") == 0;
-}
-
-inline request make_eval(std::string_view verb, std::string_view body,
-                         const std::vector<std::string>& keys,
-                         const std::vector<std::string>& args) {
-  std::vector<std::string_view> parts;
-  parts.reserve(3 + keys.size() + args.size());
-  std::string count = std::to_string(keys.size());
-  parts.push_back(verb);
-  parts.push_back(body);
-  parts.push_back(count);
-  for (auto& k : keys) parts.push_back(k);
-  for (auto& a : args) parts.push_back(a);
-  request req;
-  req.push_args(parts);
-  return req;
-}
 
 // The reply of one command as (error, value): an error reply becomes
 // server_error with the reply (and so the server's text) as the value.
@@ -60,39 +27,76 @@ inline std::pair<error_code, value> single_reply(error_code ec, response& r) {
 
 }  // namespace detail
 
+/// Runs every call in `calls` in one pipeline on `conn` (one round trip)
+/// and completes with one reply per call, in order. A script that `conn`
+/// has not loaded yet is loaded by a SCRIPT LOAD ahead of its EVALSHA in the
+/// same pipeline (see detail::script_cache).
+///
+/// Completion signature: `void(error_code, std::vector<value>)`: on success
+/// one value per call (error replies are values of kind::error: calls may
+/// fail one by one); otherwise the connection's errors (see
+/// connection::async_exec), notably outcome_unknown, and no values. A
+/// NOSCRIPT reply (the server lost its scripts: SCRIPT FLUSH, a failover)
+/// is given back as it is, since that call did not run; the script is loaded
+/// again with its next run. Cancellation: as connection::async_exec.
+template <class CompletionToken>
+auto async_eval_all(connection& conn, std::vector<script_call> calls, CompletionToken&& token) {
+  return asio::async_compose<CompletionToken, void(error_code, std::vector<value>)>(
+      [&conn, calls = std::move(calls), at = std::vector<detail::script_cache::slot>(), posted = false](
+          auto& self, error_code ec = {}, response r = {}) mutable {
+        if (calls.empty() && !ec && r.empty() && !std::exchange(posted, true)) {
+          asio::post(conn.get_executor(), std::move(self));  // nothing to send: complete, never inline
+          return;
+        }
+        if (at.empty() && !calls.empty()) {
+          // Encoded when the operation starts, so that what the cache
+          // records as loaded is what this pipeline sends.
+          request req;
+          for (auto& c : calls) at.push_back(conn.scripts().push(req, c));
+          conn.async_exec(std::move(req), std::move(self));
+          return;
+        }
+        if (ec) return self.complete(ec, std::vector<value>{});
+        std::vector<value> out;
+        out.reserve(calls.size());
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+          auto reply = at[i].reply;
+          if (reply >= r.size()) return self.complete(make_error_code(error::unexpected_reply), std::vector<value>{});
+          if (detail::is_noscript(r[reply])) {
+            conn.scripts().forget(*calls[i].script);
+            // The load itself failed (a script that does not compile):
+            // its error says more than NOSCRIPT.
+            if (at[i].loads && r[reply - 1].is_error()) reply -= 1;
+          }
+          out.push_back(std::move(r[reply]));
+        }
+        self.complete(error_code{}, std::move(out));
+      },
+      token, conn.get_executor());
+}
+
 /// Runs `s` with `keys` and `args` on `conn`.
 ///
 /// Completion signature: `void(error_code, value)`: the script's reply; on
 /// error::server_error the value is the error reply, whose `str` is the
 /// server's message; otherwise the connection's errors (see
 /// connection::async_exec), notably outcome_unknown.
-/// A NOSCRIPT reply is answered by one EVAL of the source, transparently.
+/// A NOSCRIPT reply (the call did not run) is answered by running it once
+/// more, with the script loaded again, transparently.
 /// Cancellation: as connection::async_exec.
 template <class CompletionToken>
 auto async_eval(connection& conn, const script& s, std::vector<std::string> keys,
                 std::vector<std::string> args, CompletionToken&& token) {
-  enum class phase { start, evalsha, eval };
   return asio::async_compose<CompletionToken, void(error_code, value)>(
-      [&conn, &s, keys = std::move(keys), args = std::move(args), at = phase::start](
-          auto& self, error_code ec = {}, response r = {}) mutable {
-        switch (at) {
-          case phase::start:
-            at = phase::evalsha;
-            conn.async_exec(detail::make_eval("EVALSHA", s.sha1(), keys, args), std::move(self));
-            return;
-          case phase::evalsha:
-            if (!ec && r.size() == 1 && detail::is_noscript(r[0])) {
-              at = phase::eval;
-              conn.async_exec(detail::make_eval("EVAL", s.source(), keys, args), std::move(self));
-              return;
-            }
-            [[fallthrough]];
-          case phase::eval: {
-            auto [e, v] = detail::single_reply(ec, r);
-            self.complete(e, std::move(v));
-            return;
-          }
+      [&conn, call = script_call{&s, std::move(keys), std::move(args)}, tries = 0](
+          auto& self, error_code ec = {}, std::vector<value> r = {}) mutable {
+        if (tries == 0 || (tries == 1 && !ec && r.size() == 1 && detail::is_noscript(r[0]))) {
+          ++tries;
+          async_eval_all(conn, {call}, std::move(self));
+          return;
         }
+        auto [e, v] = detail::single_reply(ec, r);
+        self.complete(e, std::move(v));
       },
       token, conn.get_executor());
 }

@@ -83,6 +83,14 @@ class RedisBackend {
                              std::forward<CompletionToken>(token));
   }
 
+  /// Runs many scripts in one round trip; completion `void(error_code,
+  /// std::vector<redis::value>)`, one reply per call. See
+  /// redis::async_eval_all.
+  template <class CompletionToken>
+  auto async_eval_all(std::vector<redis::script_call> calls, CompletionToken&& token) {
+    return redis::async_eval_all(*commands_, std::move(calls), std::forward<CompletionToken>(token));
+  }
+
   /// One command; completion `void(error_code, redis::value)`.
   template <class CompletionToken>
   auto async_command(redis::request req, CompletionToken&& token) {

@@ -1,0 +1,106 @@
+// Lua scripts, script calls, and the one place that decides how a call is
+// encoded: EVALSHA, preceded in the same pipeline by SCRIPT LOAD when the
+// connection has not loaded the script yet.
+#pragma once
+
+#include <cstddef>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <dlock/redis/config.hpp>
+#include <dlock/redis/request.hpp>
+
+namespace dlock::redis {
+
+/// A Lua script and its SHA-1. Keys and values reach it only as KEYS and
+/// ARGV: its text is fixed when it is built and never spliced with data.
+class script {
+ public:
+  explicit script(std::string source) : source_(std::move(source)), sha1_(sha1_hex(source_)) {}
+
+  const std::string& source() const noexcept { return source_; }
+  const std::string& sha1() const noexcept { return sha1_; }
+
+ private:
+  std::string source_;
+  std::string sha1_;
+};
+
+/// One run of a script: the script (which must outlive the call), its KEYS
+/// and its ARGV.
+struct script_call {
+  const redis::script* script;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+namespace detail {
+
+inline bool is_noscript(const value& v) { return v.is_error() && v.str.compare(0, 8, "NOSCRIPT") == 0; }
+
+/// Appends `verb body numkeys keys... args...` (verb: EVAL or EVALSHA).
+inline void push_eval(request& req, std::string_view verb, std::string_view body, const std::vector<std::string>& keys,
+                      const std::vector<std::string>& args) {
+  std::vector<std::string_view> parts;
+  parts.reserve(3 + keys.size() + args.size());
+  std::string count = std::to_string(keys.size());
+  parts.push_back(verb);
+  parts.push_back(body);
+  parts.push_back(count);
+  for (auto& k : keys) parts.push_back(k);
+  for (auto& a : args) parts.push_back(a);
+  req.push_args(parts);
+}
+
+/// Which scripts one connection has loaded, as far as it knows: so that the
+/// first run of a script costs no extra round trip (SCRIPT LOAD rides in the
+/// same pipeline, ahead of the EVALSHA) and later runs send only the SHA.
+/// The connection clears it on every reconnect (the server may have
+/// restarted); a NOSCRIPT reply (SCRIPT FLUSH, a failover) makes the caller
+/// forget the script, and its next run loads it again. Thread-safe.
+class script_cache {
+ public:
+  /// Where a pushed call's replies are: its EVALSHA's, and whether a
+  /// SCRIPT LOAD went just ahead of it (its reply is then at `reply - 1`).
+  struct slot {
+    std::size_t reply;
+    bool loads;
+  };
+
+  /// Appends `call` to `req`, with a SCRIPT LOAD ahead of it when the
+  /// script is not known to be loaded.
+  slot push(request& req, const script_call& call) {
+    bool load = false;
+    {
+      std::lock_guard g(m_);
+      load = loaded_.insert(call.script->sha1()).second;
+    }
+    if (load) req.push("SCRIPT", "LOAD", call.script->source());
+    slot at{req.size(), load};
+    push_eval(req, "EVALSHA", call.script->sha1(), call.keys, call.args);
+    return at;
+  }
+
+  /// The server answered NOSCRIPT for `s`: load it with its next run.
+  void forget(const script& s) {
+    std::lock_guard g(m_);
+    loaded_.erase(s.sha1());
+  }
+
+  /// A new connection: nothing is known to be loaded.
+  void clear() {
+    std::lock_guard g(m_);
+    loaded_.clear();
+  }
+
+ private:
+  std::mutex m_;
+  std::set<std::string> loaded_;  // SHA-1s
+};
+
+}  // namespace detail
+}  // namespace dlock::redis

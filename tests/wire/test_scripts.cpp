@@ -1,0 +1,122 @@
+// Scripts on a real redis-server: the first run of a script costs one round
+// trip (SCRIPT LOAD rides ahead of the EVALSHA), later runs send only the
+// SHA, a server that lost its scripts is answered without a lost call, and
+// many calls share one round trip.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include <boost/asio/use_future.hpp>
+
+#include <dlock/backend/redis.hpp>
+#include <support/server_fixture.hpp>
+
+using dlock::redis::script;
+using dlock::redis::script_call;
+using dlock::test::private_redis;
+using dlock::test::redis_server;
+
+namespace {
+
+// How often the server ran `command` (INFO commandstats), 0 if never.
+long long calls(const redis_server& server, const std::string& command) {
+  auto info = server.command({"INFO", "commandstats"});
+  auto at = info.find("cmdstat_" + command + ":calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.substr(at + command.size() + 15));
+}
+
+struct counts {
+  long long load, evalsha, eval;
+  bool operator==(const counts&) const = default;
+};
+counts counted(const redis_server& server) {
+  // "script|load" is how Redis 7 names the subcommand in commandstats.
+  return {calls(server, "script|load"), calls(server, "evalsha"), calls(server, "eval")};
+}
+
+const script& adder() {
+  static const script s("return redis.call('INCRBY', KEYS[1], ARGV[1])");
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a script's first run loads it in the same round trip; later runs send only the SHA", "[script]") {
+  private_redis redis;
+  auto before = counted(redis.server);
+  auto writes = redis.backend.connection().statistics().writes;
+  CHECK(redis.backend.eval(adder(), {"n"}, {"5"}).integer == 5);
+  CHECK(counted(redis.server) == counts{before.load + 1, before.evalsha + 1, before.eval});
+  CHECK(redis.backend.connection().statistics().writes == writes + 1);  // one round trip, no NOSCRIPT
+  CHECK(redis.backend.eval(adder(), {"n"}, {"2"}).integer == 7);
+  CHECK(counted(redis.server) == counts{before.load + 1, before.evalsha + 2, before.eval});
+}
+
+TEST_CASE("after SCRIPT FLUSH a call is run again with the script loaded, exactly once", "[script]") {
+  private_redis redis;
+  CHECK(redis.backend.eval(adder(), {"n"}, {"5"}).integer == 5);
+  redis.server.command({"SCRIPT", "FLUSH"});
+  auto before = counted(redis.server);
+  CHECK(redis.backend.eval(adder(), {"n"}, {"2"}).integer == 7);  // NOSCRIPT, then load and run
+  CHECK(counted(redis.server) == counts{before.load + 1, before.evalsha + 2, before.eval});
+  CHECK(redis.server.command({"GET", "n"}) == "7");  // added once
+  CHECK(redis.backend.eval(adder(), {"n"}, {"1"}).integer == 8);
+  CHECK(counted(redis.server) == counts{before.load + 1, before.evalsha + 3, before.eval});
+}
+
+TEST_CASE("a reconnect to a restarted server loads scripts again without a NOSCRIPT", "[script]") {
+  private_redis redis;
+  CHECK(redis.backend.eval(adder(), {"n"}, {"5"}).integer == 5);
+  auto connects = redis.backend.connection().statistics().connects;
+  redis.server.restart();  // a new server: no scripts, fresh statistics
+  // Once the connection is back (a call encoded before the reconnect sends
+  // only the SHA, gets NOSCRIPT and is run again: correct, one trip more).
+  REQUIRE(dlock::test::wait_until([&] { return redis.backend.connection().statistics().connects > connects; }));
+  auto v = redis.backend.eval(adder(), {"n"}, {"2"});
+  CHECK(v.integer == 2);
+  CHECK(counted(redis.server) == counts{1, 1, 0});
+}
+
+TEST_CASE("a script that does not compile reports the compiler's message", "[script]") {
+  private_redis redis;
+  script broken("return (");
+  std::error_code ec;
+  auto v = redis.backend.eval(broken, {}, {}, ec);
+  CHECK(ec == dlock::error::server_error);
+  CHECK_THAT(v.str, Catch::Contains("compiling"));
+  CHECK(redis.backend.eval(adder(), {"n"}, {"1"}).integer == 1);  // and the connection goes on
+}
+
+TEST_CASE("many calls share one round trip, replies in order; NOSCRIPT is given back per call", "[script]") {
+  private_redis redis;
+  static const script getter("return redis.call('GET', KEYS[1])");
+  auto run = [&](std::vector<script_call> calls) {
+    return redis.backend.async_eval_all(std::move(calls), boost::asio::use_future).get();
+  };
+  auto writes = redis.backend.connection().statistics().writes;
+  auto r = run({{&adder(), {"a"}, {"1"}}, {&adder(), {"b"}, {"2"}}, {&getter, {"a"}, {}}, {&adder(), {"a"}, {"3"}}});
+  CHECK(redis.backend.connection().statistics().writes == writes + 1);
+  REQUIRE(r.size() == 4);
+  CHECK(r[0].integer == 1);
+  CHECK(r[1].integer == 2);
+  CHECK(r[2].str == "1");
+  CHECK(r[3].integer == 4);
+
+  // The server loses its scripts: each call answers NOSCRIPT (none ran),
+  // and the next run loads them again.
+  redis.server.command({"SCRIPT", "FLUSH"});
+  r = run({{&adder(), {"a"}, {"1"}}, {&getter, {"a"}, {}}});
+  REQUIRE(r.size() == 2);
+  CHECK(dlock::redis::detail::is_noscript(r[0]));
+  CHECK(dlock::redis::detail::is_noscript(r[1]));
+  CHECK(redis.server.command({"GET", "a"}) == "4");
+  r = run({{&adder(), {"a"}, {"1"}}, {&getter, {"a"}, {}}});
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].integer == 5);
+  CHECK(r[1].str == "5");
+
+  // Nothing to run completes at once, with nothing.
+  CHECK(run({}).empty());
+}
