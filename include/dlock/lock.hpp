@@ -312,24 +312,8 @@ class Lock {
   // Keeps an owner entry in owners_ while an operation uses it.
   class entry_use {
    public:
-    entry_use(Lock* lock, std::string key, bool create) : lock_(lock), key_(std::move(key)) {
-      std::lock_guard g(lock_->mutex_);
-      auto it = lock_->owners_.find(key_);
-      if (it == lock_->owners_.end()) {
-        if (!create) return;
-        it = lock_->owners_.emplace(key_, std::make_shared<owner_entry>()).first;
-      }
-      entry_ = it->second;
-      ++entry_->users;
-    }
-    ~entry_use() {
-      if (!entry_) return;
-      std::lock_guard g(lock_->mutex_);
-      if (--entry_->users == 0 && !entry_->rec && entry_->pending_release.empty()) {
-        auto it = lock_->owners_.find(key_);
-        if (it != lock_->owners_.end() && it->second == entry_) lock_->owners_.erase(it);
-      }
-    }
+    entry_use(Lock* lock, std::string key, bool create);
+    ~entry_use();
     entry_use(const entry_use&) = delete;
     entry_use& operator=(const entry_use&) = delete;
     owner_entry* operator->() const noexcept { return entry_.get(); }
@@ -342,16 +326,9 @@ class Lock {
     std::shared_ptr<owner_entry> entry_;
   };
 
+  // Now + d, saturated: try_lock_for(hours::max()) means "no deadline".
   template <class Rep, class Period>
-  static detail::steady::time_point deadline_after(const std::chrono::duration<Rep, Period>& d) {
-    auto now = detail::steady::now();
-    if (d <= d.zero()) return now;
-    // Saturate: try_lock_for(hours::max()) means "no deadline", not overflow.
-    using fsec = std::chrono::duration<double>;
-    if (std::chrono::duration_cast<fsec>(d) >= std::chrono::duration_cast<fsec>(detail::steady::time_point::max() - now))
-      return detail::steady::time_point::max();
-    return now + std::chrono::ceil<detail::steady::duration>(d);
-  }
+  static detail::steady::time_point deadline_after(const std::chrono::duration<Rep, Period>& d);
 
   int held_count(const std::string& key) const {
     std::lock_guard g(mutex_);
@@ -396,19 +373,10 @@ class Lock {
   // the hold, renewal stops with the last one, and the lock lapses.
   void drop_one(owner_entry& entry, const std::shared_ptr<detail::hold_record>& rec);
 
+  // Hold::async_release and Lock::async_release: an empty hold completes
+  // with not_owner.
   template <class CompletionToken>
-  static auto async_release(Lock* lock, hold_type& hold, CompletionToken&& token) {
-    if (!lock || !hold.record_) {
-      return asio::async_initiate<CompletionToken, void(error_code)>(
-          [](auto handler) {
-            auto ex = asio::get_associated_executor(handler);
-            asio::post(ex, [h = std::move(handler)]() mutable { std::move(h)(error::not_owner); });
-          },
-          token);
-    }
-    return detail::spawn<>(asio::make_strand(lock->backend_.get_executor()), lock->release_hold(hold),
-                           std::forward<CompletionToken>(token));
-  }
+  static auto async_release(Lock* lock, hold_type& hold, CompletionToken&& token);
 
   asio::awaitable<std::tuple<error_code>> release_hold(hold_type& hold);
 

@@ -6,6 +6,41 @@
 namespace dlock {
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+Lock<BackendT, OwnershipT, RenewalT, WaitT>::entry_use::entry_use(Lock* lock, std::string key, bool create)
+    : lock_(lock), key_(std::move(key)) {
+  std::lock_guard g(lock_->mutex_);
+  auto it = lock_->owners_.find(key_);
+  if (it == lock_->owners_.end()) {
+    if (!create) return;
+    it = lock_->owners_.emplace(key_, std::make_shared<owner_entry>()).first;
+  }
+  entry_ = it->second;
+  ++entry_->users;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+Lock<BackendT, OwnershipT, RenewalT, WaitT>::entry_use::~entry_use() {
+  if (!entry_) return;
+  std::lock_guard g(lock_->mutex_);
+  if (--entry_->users == 0 && !entry_->rec && entry_->pending_release.empty()) {
+    auto it = lock_->owners_.find(key_);
+    if (it != lock_->owners_.end() && it->second == entry_) lock_->owners_.erase(it);
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+template <class Rep, class Period>
+detail::steady::time_point Lock<BackendT, OwnershipT, RenewalT, WaitT>::deadline_after(
+    const std::chrono::duration<Rep, Period>& d) {
+  auto now = detail::steady::now();
+  if (d <= d.zero()) return now;
+  using fsec = std::chrono::duration<double>;
+  if (std::chrono::duration_cast<fsec>(d) >= std::chrono::duration_cast<fsec>(detail::steady::time_point::max() - now))
+    return detail::steady::time_point::max();
+  return now + std::chrono::ceil<detail::steady::duration>(d);
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
   bool can_wait = !backend_.on_io_thread();
   if (can_wait) {
@@ -215,6 +250,21 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::drop_one(owner_entry& entry, c
     }
   }
   if (ended) keeper_.end(rec.get());
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+template <class CompletionToken>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::async_release(Lock* lock, hold_type& hold, CompletionToken&& token) {
+  if (!lock || !hold.record_) {
+    return asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto handler) {
+          auto ex = asio::get_associated_executor(handler);
+          asio::post(ex, [h = std::move(handler)]() mutable { std::move(h)(error::not_owner); });
+        },
+        token);
+  }
+  return detail::spawn<>(asio::make_strand(lock->backend_.get_executor()), lock->release_hold(hold),
+                         std::forward<CompletionToken>(token));
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>

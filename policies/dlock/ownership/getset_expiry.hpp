@@ -2,14 +2,13 @@
 // expiration time, and an expired lock is stolen with GETSET.
 #pragma once
 
-#include <charconv>
 #include <chrono>
-#include <cstdio>
 #include <functional>
 #include <string>
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
+#include <dlock/ownership/expiry_value.hpp>
 
 namespace dlock::ownership {
 
@@ -25,62 +24,19 @@ namespace dlock::ownership {
 /// loser's GETSET still overwrites the winner's expiration. There is no
 /// owner token, so it cannot be renewed and a lost acquire reply stays
 /// outcome_unknown.
-struct GetSetExpiry {
+struct GetSetExpiry : expiry_value {
   static constexpr const char* policy_name = "getset";
-  static constexpr bool owner_checked = false;
-  static constexpr bool publishes_on_release = false;
-  static constexpr bool reentrant = false;
-  static constexpr bool needs_lease = true;
-
-  /// The wall clock, in epoch seconds: the algorithm's (and its flaw's)
-  /// source of time. Tests replace it to show what clock skew does.
-  std::function<double()> wall_clock = [] {
-    using namespace std::chrono;
-    return duration<double>(system_clock::now().time_since_epoch()).count();
-  };
 
   /// Test seam: runs on the backend's I/O thread after GET found the lock
   /// expired and before GETSET. A test holds two clients here to force the
   /// steal race.
   std::function<void()> between_get_and_getset;
 
-  std::error_code validate() const {
-    if (!wall_clock) return make_error_code(error::invalid_argument);
-    return {};
-  }
-
-  /// Its release publishes nothing (no wait::PubSub with it).
-  static std::string channel(std::string_view) { return {}; }
-
-  /// A lost acquire reply cannot be resolved: the value does not tell this
-  /// try from another client's, so it stays outcome_unknown.
-  template <class B>
-  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const detail::hold_record&) const {
-    return detail::cannot_resolve();
-  }
-
-  std::string make_owner(const std::string&, const std::string&) const { return {}; }
-
-  static std::string format(double seconds) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.6f", seconds);
-    return buf;
-  }
-
-  /// Reads a stored expiration; anything unreadable counts as long expired
-  /// (redis-objects' `to_f` makes it 0.0 too).
-  static double parse(const std::string& text) {
-    double v = 0;
-    auto res = std::from_chars(text.data(), text.data() + text.size(), v);
-    return res.ec == std::errc() ? v : 0.0;
-  }
-
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               detail::hold_record& rec) const {
-    const double lease_s = std::chrono::duration<double>(rec.lease).count();
     auto sent = detail::steady::now();
-    std::string expiration = format(wall_clock() + lease_s);
+    std::string expiration = expiration_for(rec);
     auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, expiration));
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
@@ -99,7 +55,7 @@ struct GetSetExpiry {
     }
     if (between_get_and_getset) between_get_and_getset();
     sent = detail::steady::now();
-    expiration = format(wall_clock() + lease_s);
+    expiration = expiration_for(rec);
     auto [sec, previous] = co_await detail::command(backend, redis::request().push("GETSET", rec.name, expiration));
     if (sec) co_return std::pair{sec, attempt{}};
     if (!is_time_or_nil(previous)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};

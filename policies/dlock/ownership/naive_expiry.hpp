@@ -10,12 +10,13 @@
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
-#include <dlock/ownership/getset_expiry.hpp>
+#include <dlock/ownership/expiry_value.hpp>
 
 namespace dlock::ownership {
 
 /// The value is the lock's expiration time in epoch seconds, as with
-/// GetSetExpiry (the same layout, so the two exclude each other on a name):
+/// GetSetExpiry (the same layout and base, expiry_value, so the two exclude
+/// each other on a name):
 /// - acquire: `SETNX name expiration`; if the key exists, `GET name`, and if
 ///   the time it holds has passed, `DEL name` and `SETNX name expiration`
 ///   again;
@@ -31,38 +32,13 @@ namespace dlock::ownership {
 /// This header is also the worked example of README's "Writing a policy":
 /// it is the whole policy, and one entry in combinations.hpp's list adds it
 /// to every place where combinations are listed.
-struct NaiveExpiry {
+struct NaiveExpiry : expiry_value {
   static constexpr const char* policy_name = "naive";
-  static constexpr bool owner_checked = false;
-  static constexpr bool publishes_on_release = false;
-  static constexpr bool reentrant = false;
-  static constexpr bool needs_lease = true;
-
-  /// The wall clock, in epoch seconds (as GetSetExpiry::wall_clock).
-  std::function<double()> wall_clock = GetSetExpiry{}.wall_clock;
 
   /// Test seam: runs on the backend's I/O thread after GET found the lock
   /// expired and before DEL. A test holds two clients here to force the
   /// double-DEL race.
   std::function<void()> between_get_and_del;
-
-  std::error_code validate() const {
-    if (!wall_clock) return make_error_code(error::invalid_argument);
-    return {};
-  }
-
-  /// Nothing to publish: waiters poll (wait::Spin, wait::Backoff).
-  static std::string channel(std::string_view) { return {}; }
-
-  /// Any client may write the same kind of value, so a lost SETNX reply
-  /// cannot be told apart from another client's win.
-  template <class B>
-  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const detail::hold_record&) const {
-    return detail::cannot_resolve();
-  }
-
-  /// No owner: the value is the expiration time, set when acquired.
-  std::string make_owner(const std::string&, const std::string&) const { return {}; }
 
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, detail::hold_record& rec) const {
@@ -73,7 +49,7 @@ struct NaiveExpiry {
     if (gec) co_return std::pair{gec, attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     if (current.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
-    double expires_at = GetSetExpiry::parse(current.str), now = wall_clock();
+    double expires_at = parse(current.str), now = wall_clock();
     if (expires_at >= now) {
       auto left = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(expires_at - now));
       co_return std::pair{error_code{}, attempt{false, left}};
@@ -99,7 +75,7 @@ struct NaiveExpiry {
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> set_if_absent(B& backend, detail::hold_record& rec) const {
     auto sent = detail::steady::now();
-    auto expiration = GetSetExpiry::format(wall_clock() + std::chrono::duration<double>(rec.lease).count());
+    auto expiration = expiration_for(rec);
     auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, expiration));
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
