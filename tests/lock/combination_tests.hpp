@@ -15,7 +15,7 @@
 
 #include <dlock/combinations.hpp>
 #include <support/polling.hpp>
-#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "lock_support.hpp"
 
@@ -40,8 +40,7 @@ std::string safety_note() {
 
 template <class L>
 void mutual_exclusion_test() {
-  redis_server server;
-  RedisBackend redis(server.url());
+  private_redis redis;
   const std::string name = "excl:" + L::combination_name();
   const std::string counter = name + ":counter";
   constexpr int threads = 8, per_thread = 25, processes = 4, per_process = 25;
@@ -50,16 +49,16 @@ void mutual_exclusion_test() {
   std::vector<std::unique_ptr<worker>> children;
   for (int p = 0; p < processes; ++p)
     children.push_back(std::make_unique<worker>(std::vector<std::string>{
-        "count", server.url(), L::combination_name(), name, std::to_string(per_process)}));
+        "count", redis.server.url(), L::combination_name(), name, std::to_string(per_process)}));
   std::atomic<int> unlock_errors{0}, thrown{0};
   {
-    auto lock = make_lock<L>(redis, name);
+    auto lock = make_lock<L>(redis.backend, name);
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&] {
         try {
           for (int i = 0; i < per_thread; ++i)
-            if (increment_under(*lock, redis, counter)) ++unlock_errors;
+            if (increment_under(*lock, redis.backend, counter)) ++unlock_errors;
         } catch (const std::exception& e) {
           std::fprintf(stderr, "mutual exclusion worker thread: %s\n", e.what());
           ++thrown;
@@ -71,10 +70,10 @@ void mutual_exclusion_test() {
   CHECK(thrown == 0);
   CHECK(unlock_errors == 0);
   for (auto& c : children) {
-    CHECK(c->read_line(60s) == "done");
+    CHECK(c->read_line(scaled(60s)) == "done");
     CHECK(c->wait() == 0);
   }
-  CHECK(server.command({"GET", counter}) ==
+  CHECK(redis.server.command({"GET", counter}) ==
         std::to_string(threads * per_thread + processes * per_process));
   WARN(L::combination_name() << ": exact under contention; when things fail: " << safety_note<L>());
 }
@@ -84,15 +83,14 @@ void mutual_exclusion_test() {
 /// a lock without one is still held seconds later, and stays so.
 template <class L>
 void killed_holder_test() {
-  redis_server server;
-  RedisBackend redis(server.url());
+  private_redis redis;
   const auto lease = scaled(600ms);
   const std::string name = "crash:" + L::combination_name();
-  worker holder({"hold", server.url(), L::combination_name(), name, std::to_string(lease.count())});
+  worker holder({"hold", redis.server.url(), L::combination_name(), name, std::to_string(lease.count())});
   REQUIRE(holder.read_line() == "acquired");
   if constexpr (!has_lease<L>) {
     holder.kill();
-    auto lock = make_lock<L>(redis, name, 10s);
+    auto lock = make_lock<L>(redis.backend, name);
     std::error_code ec;
     auto deadline = std::chrono::steady_clock::now() + 3s;  // several seconds of trying
     do {
@@ -100,18 +98,18 @@ void killed_holder_test() {
       if (ec == error::not_acquired) std::this_thread::sleep_for(10ms);  // TryOnce returns at once
     } while (ec == error::not_acquired && std::chrono::steady_clock::now() < deadline);
     CHECK(ec == error::not_acquired);
-    CHECK(server.command({"EXISTS", name}) == "1");
-    CHECK(server.command({"PTTL", name}) == "-1");  // and it never will free
+    CHECK(redis.server.command({"EXISTS", name}) == "1");
+    CHECK(redis.server.command({"PTTL", name}) == "-1");  // and it never will free
   } else {
     constexpr bool watchdog = std::is_same_v<typename L::renewal_type, renewal::Watchdog>;
     if constexpr (watchdog) std::this_thread::sleep_for(lease);  // it renews meanwhile
-    REQUIRE(server.command({"EXISTS", name}) == "1");
+    REQUIRE(redis.server.command({"EXISTS", name}) == "1");
     auto killed = std::chrono::steady_clock::now();
     holder.kill();
-    auto lock = make_lock<L>(redis, name, 10s);
+    auto lock = make_lock<L>(redis.backend, name);
     std::error_code ec;
     std::optional<typename L::hold_type> hold;
-    auto deadline = killed + 5s;
+    auto deadline = killed + scaled(5s);
     do {  // TryOnce does not wait: poll it
       hold = lock->try_acquire_for(std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now()), ec);
     } while (ec == error::not_acquired && std::chrono::steady_clock::now() < deadline);
@@ -124,19 +122,19 @@ void killed_holder_test() {
 
 template <class L>
 void hold_test() {
-  redis_server server;
-  RedisBackend redis(server.url());
-  auto lock = make_lock<L>(redis, "hold:" + L::combination_name(), 5s);
+  private_redis redis;
+  const auto lease = scaled(5s);
+  auto lock = make_lock<L>(redis.backend, "hold:" + L::combination_name(), lease);
   auto hold = lock->acquire();
   REQUIRE(hold);
   CHECK_FALSE(hold.lost());
   if constexpr (has_lease<L>) {
-    CHECK(hold.remaining_lease() > 4s);
-    CHECK(hold.remaining_lease() <= 5s);
+    CHECK(hold.remaining_lease() > lease - scaled(1s));
+    CHECK(hold.remaining_lease() <= lease);
   } else {
     CHECK(hold.remaining_lease() == std::chrono::milliseconds::max());
   }
-  CHECK(server.command({"EXISTS", lock->name()}) == "1");
+  CHECK(redis.server.command({"EXISTS", lock->name()}) == "1");
 
   // Another owner (another thread) does not get it while it is held.
   auto other = std::async(std::launch::async, [&] {
@@ -148,7 +146,7 @@ void hold_test() {
 
   hold.release();
   CHECK_FALSE(hold);
-  CHECK(server.command({"EXISTS", lock->name()}) == "0");
+  CHECK(redis.server.command({"EXISTS", lock->name()}) == "0");
   // A released hold cannot be released again.
   std::error_code ec;
   hold.release(ec);
@@ -157,9 +155,8 @@ void hold_test() {
 
 template <class L>
 void async_test() {
-  redis_server server;
-  RedisBackend redis(server.url());
-  auto lock = make_lock<L>(redis, "async:" + L::combination_name());
+  private_redis redis;
+  auto lock = make_lock<L>(redis.backend, "async:" + L::combination_name());
   auto hold = lock->async_acquire("worker-1", asio::use_future).get();
   REQUIRE(hold);
   CHECK(hold.owner_id() == "worker-1");
@@ -168,13 +165,12 @@ void async_test() {
   CHECK(error_of(lock->async_try_acquire_for("worker-2", 30ms, asio::use_future)) == error::not_acquired);
   hold.async_release(asio::use_future).get();
   CHECK(lock->held_by("worker-1") == 0);
-  CHECK(server.command({"EXISTS", lock->name()}) == "0");
+  CHECK(redis.server.command({"EXISTS", lock->name()}) == "0");
 }
 
 template <class L>
 void bad_input_test() {
-  redis_server server;
-  RedisBackend redis(server.url());
+  private_redis redis;
   auto code = [](auto make) -> std::error_code {
     try {
       make();
@@ -183,30 +179,29 @@ void bad_input_test() {
     }
     return {};
   };
-  CHECK(code([&] { make_lock<L>(redis, ""); }) == error::invalid_name);
-  CHECK(code([&] { make_lock<L>(redis, std::string(4097, 'x')); }) == error::invalid_name);
-  CHECK(code([&] { make_lock<L>(redis, std::string(4096, 'x')); }) == std::error_code{});
+  CHECK(code([&] { make_lock<L>(redis.backend, ""); }) == error::invalid_name);
+  CHECK(code([&] { make_lock<L>(redis.backend, std::string(4097, 'x')); }) == error::invalid_name);
+  CHECK(code([&] { make_lock<L>(redis.backend, std::string(4096, 'x')); }) == std::error_code{});
   if constexpr (has_lease<L>) {
-    CHECK(code([&] { make_lock<L>(redis, "n", 0ms); }) == error::invalid_lease);
-    CHECK(code([&] { make_lock<L>(redis, "n", -5ms); }) == error::invalid_lease);
+    CHECK(code([&] { make_lock<L>(redis.backend, "n", 0ms); }) == error::invalid_lease);
+    CHECK(code([&] { make_lock<L>(redis.backend, "n", -5ms); }) == error::invalid_lease);
   }
   using W = typename L::wait_type;
   if constexpr (std::is_same_v<W, wait::Spin>) {
-    CHECK(code([&] { L(redis, "n", {}, test_renewal<L>(1s), W{0ms}); }) == error::invalid_interval);
+    CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{0ms}); }) == error::invalid_interval);
   }
   if constexpr (std::is_same_v<W, wait::Backoff>) {
-    CHECK(code([&] { L(redis, "n", {}, test_renewal<L>(1s), W{0ms, 10ms}); }) == error::invalid_interval);
-    CHECK(code([&] { L(redis, "n", {}, test_renewal<L>(1s), W{10ms, 5ms}); }) == error::invalid_interval);
+    CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{0ms, 10ms}); }) == error::invalid_interval);
+    CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{10ms, 5ms}); }) == error::invalid_interval);
   }
   // Nothing reached Redis.
-  CHECK(server.command({"DBSIZE"}) == "0");
+  CHECK(redis.server.command({"DBSIZE"}) == "0");
 }
 
 template <class L>
 void ownership_rules_test() {
-  redis_server server;
-  RedisBackend redis(server.url());
-  auto lock = make_lock<L>(redis, "owner:" + L::combination_name());
+  private_redis redis;
+  auto lock = make_lock<L>(redis.backend, "owner:" + L::combination_name());
 
   // A thread that holds nothing cannot unlock, and the holder keeps it.
   lock->lock();
@@ -216,18 +211,18 @@ void ownership_rules_test() {
     return ec;
   });
   CHECK(stranger.get() == error::not_owner);
-  CHECK(server.command({"EXISTS", lock->name()}) == "1");
+  CHECK(redis.server.command({"EXISTS", lock->name()}) == "1");
 
   if constexpr (L::ownership_type::reentrant) {
     lock->lock();
     lock->lock();
     CHECK(lock->held_by_this_thread() == 3);
-    auto field = redis.client_id() + ":" + L::thread_owner();
-    CHECK(server.command({"HGET", lock->name(), field}) == "3");
+    auto field = redis.backend.client_id() + ":" + L::thread_owner();
+    CHECK(redis.server.command({"HGET", lock->name(), field}) == "3");
     lock->unlock();
-    CHECK(server.command({"HGET", lock->name(), field}) == "2");
+    CHECK(redis.server.command({"HGET", lock->name(), field}) == "2");
     lock->unlock();
-    CHECK(server.command({"EXISTS", lock->name()}) == "1");
+    CHECK(redis.server.command({"EXISTS", lock->name()}) == "1");
   } else {
     try {
       lock->lock();
@@ -237,7 +232,7 @@ void ownership_rules_test() {
     }
   }
   lock->unlock();
-  CHECK(server.command({"EXISTS", lock->name()}) == "0");
+  CHECK(redis.server.command({"EXISTS", lock->name()}) == "0");
   std::error_code ec;
   lock->unlock(ec);
   CHECK(ec == error::not_owner);

@@ -1,5 +1,6 @@
 // Helpers for lock tests: each combination built with test-friendly policy
 // values (short spins and leases), and a child process that holds locks.
+// (The private server and backend they run against: support/server_fixture.hpp.)
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include <dlock/dlock.hpp>
+#include <support/polling.hpp>
+#include <support/server_fixture.hpp>
 
 namespace dlock::test {
 
@@ -36,7 +39,7 @@ typename L::wait_type test_wait() {
 
 template <class L>
 std::unique_ptr<L> make_lock(RedisBackend& backend, std::string name,
-                             std::chrono::milliseconds lease = 10s,
+                             std::chrono::milliseconds lease = scaled(10s),
                              typename L::ownership_type ownership = {}) {
   return std::make_unique<L>(backend, std::move(name), std::move(ownership), test_renewal<L>(lease),
                              test_wait<L>());
@@ -62,16 +65,6 @@ std::error_code increment_under(L& lock, RedisBackend& redis, const std::string&
   std::error_code ec;
   lock.unlock(ec);
   return ec;
-}
-
-/// Settings for a backend on `url` whose commands time out after
-/// `command_timeout`, with a health check slow enough (5 s) that only that
-/// timeout decides: for tests that stall the server to lose a reply.
-inline redis::config impatient(const std::string& url, std::chrono::milliseconds command_timeout) {
-  auto cfg = redis::parse_url(url);
-  cfg.command_timeout = command_timeout;
-  cfg.health_check_interval = std::chrono::seconds(5);
-  return cfg;
 }
 
 /// The error an asynchronous operation completed with, from its
@@ -104,7 +97,7 @@ class worker {
 
   /// Reads one line of the worker's output (waits up to `limit`); empty on
   /// timeout or end of output.
-  std::string read_line(std::chrono::milliseconds limit = 20s);
+  std::string read_line(std::chrono::milliseconds limit = scaled(20s));
   /// Waits for the worker to exit; returns its exit status (or -signal).
   int wait();
   void kill();

@@ -11,12 +11,13 @@
 
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
-#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "lock_support.hpp"
 
 using namespace std::chrono_literals;
-using dlock::test::redis_server;
+using dlock::test::private_redis;
+using dlock::test::scaled;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -34,17 +35,16 @@ auto elsewhere(F f) {
 }  // namespace
 
 TEST_CASE("acquire(ec) and try_acquire(ec) report instead of throwing", "[interfaces]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   using L = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::TryOnce>;
-  L lock(redis, "api:ec", {}, r::FixedLease{dlock::test::scaled(10s)});
+  L lock(redis.backend, "api:ec", {}, r::FixedLease{scaled(10s)});
 
   std::error_code ec;
   auto hold = lock.acquire(ec);
   REQUIRE(!ec);
   REQUIRE(hold);
   CHECK(hold->owns_lock());
-  CHECK(server.command({"EXISTS", "api:ec"}) == "1");
+  CHECK(redis.server.command({"EXISTS", "api:ec"}) == "1");
 
   // Another thread: TryOnce's acquire gives up at once, through ec.
   auto [other_ec, other] = elsewhere([&] {
@@ -69,15 +69,14 @@ TEST_CASE("acquire(ec) and try_acquire(ec) report instead of throwing", "[interf
 
   hold->release(ec);
   CHECK(!ec);
-  CHECK(server.command({"EXISTS", "api:ec"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "api:ec"}) == "0");
 }
 
 TEST_CASE("try_acquire_until takes any clock", "[interfaces]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  TokenLock lock(redis, "api:until", {}, r::FixedLease{dlock::test::scaled(10s)}, w::Spin{5ms});
+  private_redis redis;
+  TokenLock lock(redis.backend, "api:until", {}, r::FixedLease{scaled(10s)}, w::Spin{5ms});
 
-  auto hold = lock.try_acquire_until(std::chrono::system_clock::now() + 1s);
+  auto hold = lock.try_acquire_until(std::chrono::system_clock::now() + scaled(1s));
   REQUIRE(hold);
   // Held: another thread waits until its deadline and gets nothing.
   auto waited = elsewhere([&] {
@@ -100,12 +99,12 @@ TEST_CASE("try_acquire_until takes any clock", "[interfaces]") {
 }
 
 TEST_CASE("the async timed acquire takes any duration and any clock", "[interfaces]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  TokenLock lock(redis, "api:async", {}, r::FixedLease{dlock::test::scaled(10s)}, w::Spin{5ms});
+  private_redis redis;
+  TokenLock lock(redis.backend, "api:async", {}, r::FixedLease{scaled(10s)}, w::Spin{5ms});
 
   // Seconds, and a fractional duration.
-  auto first = lock.async_try_acquire_for("a", std::chrono::seconds(1), boost::asio::use_future).get();
+  auto first = lock.async_try_acquire_for("a", std::chrono::duration_cast<std::chrono::seconds>(scaled(1s)),
+                                         boost::asio::use_future).get();
   REQUIRE(first);
   auto start = std::chrono::steady_clock::now();
   auto f = lock.async_try_acquire_for("b", std::chrono::duration<double>(0.1), boost::asio::use_future);
@@ -113,7 +112,7 @@ TEST_CASE("the async timed acquire takes any duration and any clock", "[interfac
   CHECK(std::chrono::steady_clock::now() - start >= 100ms);
 
   // A system_clock deadline; b gets the lock once a lets go.
-  auto g = lock.async_try_acquire_until("b", std::chrono::system_clock::now() + dlock::test::scaled(5s),
+  auto g = lock.async_try_acquire_until("b", std::chrono::system_clock::now() + scaled(5s),
                                         boost::asio::use_future);
   first.async_release(boost::asio::use_future).get();
   auto second = g.get();
@@ -167,14 +166,13 @@ struct CountingLease {
 }  // namespace
 
 TEST_CASE("the host tells a renewal policy's keeper when a hold starts, pauses and ends", "[interfaces]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   keeper_log log;
   CountingLease policy;
-  policy.duration = dlock::test::scaled(10s);
+  policy.duration = scaled(10s);
   policy.log = &log;
-  dlock::Lock<dlock::RedisBackend, o::ReentrantHash, CountingLease, w::Spin> lock(redis, "api:keeper", {}, policy,
-                                                                                    w::Spin{5ms});
+  dlock::Lock<dlock::RedisBackend, o::ReentrantHash, CountingLease, w::Spin> lock(redis.backend, "api:keeper", {},
+                                                                                    policy, w::Spin{5ms});
 
   // Reentrant: two acquires are one hold, started once.
   lock.lock();
@@ -186,12 +184,12 @@ TEST_CASE("the host tells a renewal policy's keeper when a hold starts, pauses a
   lock.unlock();  // the last: paused before the release, ended after it
   CHECK(log.paused == 1);
   CHECK(log.ended == 1);
-  CHECK(server.command({"EXISTS", "api:keeper"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "api:keeper"}) == "0");
 
   // A hold found lost ends too, and its lease watch fires for it.
   auto hold = lock.acquire();
   CHECK(log.started == 2);
-  server.command({"DEL", "api:keeper"});
+  redis.server.command({"DEL", "api:keeper"});
   std::error_code ec;
   hold.release(ec);
   CHECK(ec == dlock::error::lease_lost);

@@ -11,13 +11,15 @@
 #include <dlock/dlock.hpp>
 #include <support/fault_proxy.hpp>
 #include <support/polling.hpp>
-#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "lock_support.hpp"
 
 using namespace std::chrono_literals;
 using dlock::test::fault_proxy;
+using dlock::test::private_redis;
 using dlock::test::redis_server;
+using dlock::test::scaled;
 using steady = std::chrono::steady_clock;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
@@ -69,14 +71,13 @@ std::error_code construction_error(dlock::RedisBackend& redis, typename L::renew
 // directions: the watchdog's renewals vanish, and a fixed lease runs out.
 TEMPLATE_TEST_CASE("the loss signal comes before another client can acquire", "[loss]", TokenWatchdog,
                    HashWatchdog, TokenFixed, HashFixed) {
-  redis_server server;
-  fault_proxy proxy(server.port());
-  dlock::RedisBackend holder_redis(dlock::test::impatient(proxy.url(), 2s));
-  dlock::RedisBackend rival_redis(server.url());
-  const auto lease = dlock::test::scaled(1000ms);
+  private_redis redis;  // the rival's backend
+  fault_proxy proxy(redis.server.port());
+  dlock::RedisBackend holder_redis(dlock::test::impatient(proxy.url(), scaled(2s)));
+  const auto lease = scaled(1000ms);
   typename TestType::renewal_type renewal{lease, test_margin()};
   TestType holder(holder_redis, "race", {}, renewal, w::Spin{1ms});
-  TestType rival(rival_redis, "race", {}, renewal, w::Spin{1ms});
+  TestType rival(redis.backend, "race", {}, renewal, w::Spin{1ms});
 
   auto hold = holder.acquire();
   stamp lost_at, stopped_at;
@@ -107,19 +108,19 @@ TEMPLATE_TEST_CASE("the loss signal comes before another client can acquire", "[
   std::error_code ec;
   hold.release(ec);
   CHECK(ec == dlock::error::lease_lost);
-  CHECK(server.command({"EXISTS", "race"}) == "1");  // the rival's lock is untouched
+  CHECK(redis.server.command({"EXISTS", "race"}) == "1");  // the rival's lock is untouched
   taken->release();
 }
 
 // One way delays of 150 ms (a 300 ms round trip, as long as the renewal
 // period) and 100 ms (a round trip between half the period and all of it).
 TEMPLATE_TEST_CASE("slow but confirmed renewals never signal a loss", "[loss]", TokenWatchdog, HashWatchdog) {
-  for (auto one_way : {150ms, 100ms}) {
+  for (auto one_way : {scaled(150ms), scaled(100ms)}) {
     CAPTURE(one_way.count());
     redis_server server;
     fault_proxy proxy(server.port());
-    dlock::RedisBackend redis(dlock::test::impatient(proxy.url(), 5s));
-    const auto lease = dlock::test::scaled(900ms);
+    dlock::RedisBackend redis(dlock::test::impatient(proxy.url(), scaled(5s)));
+    const auto lease = scaled(900ms);
     TestType lock(redis, "slow", {}, typename TestType::renewal_type{lease, test_margin()}, w::Spin{10ms});
     // Load the acquire script first: a first acquire pays an extra round
     // trip for NOSCRIPT, and its lease counts from its first send.
@@ -153,7 +154,7 @@ TEMPLATE_TEST_CASE("a renewal confirmed after the signal does not revive the hol
                    HashWatchdog) {
   redis_server server;
   fault_proxy proxy(server.port());
-  const auto lease = dlock::test::scaled(900ms);
+  const auto lease = scaled(900ms);
   dlock::RedisBackend redis(dlock::test::impatient(proxy.url(), lease * 10));
   TestType lock(redis, "late", {}, typename TestType::renewal_type{lease, test_margin()}, w::Spin{10ms});
   auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
@@ -178,13 +179,12 @@ TEMPLATE_TEST_CASE("a renewal confirmed after the signal does not revive the hol
 }
 
 TEST_CASE("a hold without expiry never signals, and an empty hold's token never stops", "[loss]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::TryOnce> lock(redis, "forever");
+  private_redis redis;
+  dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::TryOnce> lock(redis.backend, "forever");
   auto hold = lock.acquire();
   CHECK(hold.remaining_lease() == std::chrono::milliseconds::max());
   CHECK(hold.stop_token().stop_possible());
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(scaled(100ms));  // time for a signal that should never come
   CHECK_FALSE(hold.stop_token().stop_requested());
   hold.release();
   decltype(hold) empty;
@@ -196,62 +196,62 @@ TEST_CASE("a hold without expiry never signals, and an empty hold's token never 
 
 TEMPLATE_TEST_CASE("the largest lease is accepted and works; one millisecond more is refused", "[lease][limits]",
                    SetNxFixed, TokenFixed, HashFixed, GetSetFixed, TokenWatchdog, HashWatchdog) {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   using R = typename TestType::renewal_type;
-  CHECK(construction_error<TestType>(redis, R{dlock::max_lease + 1ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TestType>(redis, R{0ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TestType>(redis, R{-1ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TestType>(redis.backend, R{dlock::max_lease + 1ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TestType>(redis.backend, R{0ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TestType>(redis.backend, R{-1ms}) == dlock::error::invalid_lease);
 
-  TestType lock(redis, "far", {}, R{dlock::max_lease}, w::Spin{10ms});
+  TestType lock(redis.backend, "far", {}, R{dlock::max_lease}, w::Spin{10ms});
   auto hold = lock.acquire();
   CHECK(hold.remaining_lease() > dlock::max_lease - R{dlock::max_lease}.margin() - 60s);
   if constexpr (std::is_same_v<typename TestType::ownership_type, o::GetSetExpiry>) {
     // The value is the expiration in epoch seconds; the key has no TTL.
     auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    CHECK(std::stod(server.command({"GET", "far"})) > now + 1e9 - 60);
+    CHECK(std::stod(redis.server.command({"GET", "far"})) > now + 1e9 - 60);
   } else {
-    CHECK(std::stoll(server.command({"PTTL", "far"})) > dlock::max_lease.count() - 60000);
+    CHECK(std::stoll(redis.server.command({"PTTL", "far"})) > dlock::max_lease.count() - 60000);
   }
   hold.release();
-  CHECK(server.command({"EXISTS", "far"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "far"}) == "0");
 }
 
 TEST_CASE("the shortest leases the default margin leaves room for", "[lease][limits]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   // FixedLease: margin 5 ms + 1% (rounded up) must be shorter than the lease.
-  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{6ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{7ms}) == std::error_code{});
+  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{6ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{7ms}) == std::error_code{});
   // Watchdog: the margin may take at most a third of the timeout.
-  CHECK(construction_error<TokenWatchdog>(redis, r::Watchdog{17ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TokenWatchdog>(redis, r::Watchdog{18ms}) == std::error_code{});
+  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{17ms}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{18ms}) == std::error_code{});
   // A bad margin is a bad argument.
-  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{1s, {1.5, 5ms}}) == dlock::error::invalid_argument);
-  CHECK(construction_error<TokenFixed>(redis, r::FixedLease{1s, {0.01, -1ms}}) == dlock::error::invalid_argument);
+  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{1s, {1.5, 5ms}}) ==
+        dlock::error::invalid_argument);
+  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{1s, {0.01, -1ms}}) ==
+        dlock::error::invalid_argument);
   // The message names the limit.
   std::string message = make_error_code(dlock::error::invalid_lease).message();
   CHECK(message.find("10^12 ms") != std::string::npos);
 }
 
 TEST_CASE("a hash script given an out-of-range lease writes nothing", "[lease][limits]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   const std::string field = "client:1";
   for (std::string lease : {"1000000000001", "9223372036854775807", "0", "-5", "1.5", "soon"}) {
     CAPTURE(lease);
     std::error_code ec;
-    redis.eval(o::ReentrantHash::acquire_script(), {"bypass", "{bypass}:acquire:x"}, {lease, field, "10000"}, ec);
+    redis.backend.eval(o::ReentrantHash::acquire_script(), {"bypass", "{bypass}:acquire:x"}, {lease, field, "10000"},
+                       ec);
     CHECK(ec == dlock::error::server_error);
-    CHECK(server.command({"EXISTS", "bypass"}) == "0");
-    CHECK(server.command({"EXISTS", "{bypass}:acquire:x"}) == "0");
+    CHECK(redis.server.command({"EXISTS", "bypass"}) == "0");
+    CHECK(redis.server.command({"EXISTS", "{bypass}:acquire:x"}) == "0");
   }
   // Held twice; a release with a bad lease must not decrement the count.
-  server.command({"HSET", "bypass", field, "2"});
+  redis.server.command({"HSET", "bypass", field, "2"});
   std::error_code ec;
-  redis.eval(o::ReentrantHash::release_script(), {"bypass", "ch", "{bypass}:release:y"},
-             {"0", "1000000000001", field, "10000"}, ec);
+  redis.backend.eval(o::ReentrantHash::release_script(), {"bypass", "ch", "{bypass}:release:y"},
+                     {"0", "1000000000001", field, "10000"}, ec);
   CHECK(ec == dlock::error::server_error);
-  CHECK(server.command({"HGET", "bypass", field}) == "2");
-  CHECK(server.command({"EXISTS", "{bypass}:release:y"}) == "0");
+  CHECK(redis.server.command({"HGET", "bypass", field}) == "2");
+  CHECK(redis.server.command({"EXISTS", "{bypass}:release:y"}) == "0");
 }

@@ -15,12 +15,14 @@
 
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
-#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "lock_support.hpp"
 
 using namespace std::chrono_literals;
+using dlock::test::private_redis;
 using dlock::test::redis_server;
+using dlock::test::scaled;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -31,10 +33,9 @@ using TokenLock = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::S
 using Renewals = dlock::detail::renewal_service<dlock::RedisBackend>;
 
 TEST_CASE("two releases of one reentrant owner at once both count", "[owners]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  HashLock lock(redis, "twin");
-  auto& renewals = redis.use_service<Renewals>();
+  private_redis redis;
+  HashLock lock(redis.backend, "twin");
+  auto& renewals = redis.backend.use_service<Renewals>();
   for (int round = 0; round < 20; ++round) {
     auto h1 = lock.async_acquire("w", asio::use_future).get();
     auto h2 = lock.async_acquire("w", asio::use_future).get();
@@ -44,61 +45,58 @@ TEST_CASE("two releases of one reentrant owner at once both count", "[owners]") 
     a.get();  // throws on any error
     b.get();
     CHECK(lock.held_by("w") == 0);
-    CHECK(server.command({"EXISTS", "twin"}) == "0");
+    CHECK(redis.server.command({"EXISTS", "twin"}) == "0");
     CHECK(renewals.size() == 0);
   }
 }
 
 TEST_CASE("two first acquires of one async owner at once share one hold", "[owners]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  HashLock lock(redis, "pair");
+  private_redis redis;
+  HashLock lock(redis.backend, "pair");
   for (int round = 0; round < 20; ++round) {
     auto f1 = lock.async_acquire("w", asio::use_future);
     auto f2 = lock.async_acquire("w", asio::use_future);
     auto h1 = f1.get();
     auto h2 = f2.get();
     REQUIRE(lock.held_by("w") == 2);
-    CHECK(server.command({"HGET", "pair", redis.client_id() + ":async:w"}) == "2");
+    CHECK(redis.server.command({"HGET", "pair", redis.backend.client_id() + ":async:w"}) == "2");
     std::error_code e1, e2;
     h1.release(e1);
     h2.release(e2);
     CHECK(e1 == std::error_code{});
     CHECK(e2 == std::error_code{});
-    CHECK(server.command({"EXISTS", "pair"}) == "0");
+    CHECK(redis.server.command({"EXISTS", "pair"}) == "0");
   }
 }
 
 TEST_CASE("a hold found lost does not poison the owner's next acquire", "[owners][watchdog]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  const auto lease = dlock::test::scaled(450ms);
-  HashLock lock(redis, "phoenix", {}, r::Watchdog{lease});
-  auto& renewals = redis.use_service<Renewals>();
+  private_redis redis;
+  const auto lease = scaled(450ms);
+  HashLock lock(redis.backend, "phoenix", {}, r::Watchdog{lease});
+  auto& renewals = redis.backend.use_service<Renewals>();
   auto old_hold = lock.acquire();
-  server.command({"DEL", "phoenix"});
-  REQUIRE(dlock::test::wait_until([&] { return old_hold.lost(); }, 3s));
+  redis.server.command({"DEL", "phoenix"});
+  REQUIRE(dlock::test::wait_until([&] { return old_hold.lost(); }, scaled(3s)));
 
   auto hold = lock.acquire();  // the same thread: a new hold, not a re-entry
   CHECK_FALSE(hold.lost());
   CHECK(lock.held_by_this_thread() == 1);
   CHECK(renewals.size() == 1);
   std::this_thread::sleep_for(lease * 8 / 3);  // more than two leases: renewed
-  CHECK(server.command({"EXISTS", "phoenix"}) == "1");
+  CHECK(redis.server.command({"EXISTS", "phoenix"}) == "1");
   CHECK_FALSE(hold.lost());
 
   std::error_code ec;
   old_hold.release(ec);
   CHECK(ec == dlock::error::lease_lost);
-  CHECK(server.command({"EXISTS", "phoenix"}) == "1");  // the old hold touched nothing
+  CHECK(redis.server.command({"EXISTS", "phoenix"}) == "1");  // the old hold touched nothing
   hold.release();
-  CHECK(server.command({"EXISTS", "phoenix"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "phoenix"}) == "0");
 }
 
 TEST_CASE("thread owners and async owner ids never collide", "[owners]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  HashLock lock(redis, "names");
+  private_redis redis;
+  HashLock lock(redis.backend, "names");
   std::scoped_lock held(lock);
   // An async owner spelled like this thread's number is another owner.
   CHECK(dlock::test::error_of(lock.async_try_acquire_for(HashLock::thread_owner(), 50ms, asio::use_future)) ==
@@ -110,18 +108,16 @@ TEST_CASE("thread owners and async owner ids never collide", "[owners]") {
 }
 
 TEST_CASE("releasing an empty hold asynchronously is not_owner", "[owners][api]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  HashLock lock(redis, "nothing");
+  private_redis redis;
+  HashLock lock(redis.backend, "nothing");
   HashLock::hold_type empty;
   CHECK(dlock::test::error_of(empty.async_release(asio::use_future)) == dlock::error::not_owner);
 }
 
 TEST_CASE("a hold dropped inside a coroutine on the caller's io_context releases without deadlock", "[owners][api]") {
-  redis_server server;
   asio::io_context io;
-  dlock::RedisBackend redis(io.get_executor(), server.url());
-  TokenLock lock(redis, "inside", {}, r::FixedLease{30s}, w::Spin{10ms});
+  private_redis redis(io.get_executor());
+  TokenLock lock(redis.backend, "inside", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
   std::atomic<bool> held{false};
   asio::co_spawn(
       io,
@@ -133,16 +129,16 @@ TEST_CASE("a hold dropped inside a coroutine on the caller's io_context releases
       asio::detached);
   std::promise<void> ran;
   std::thread runner([&] {
-    io.run_for(3s);
+    io.run_for(scaled(3s));
     ran.set_value();
   });
-  if (ran.get_future().wait_for(10s) != std::future_status::ready) {
+  if (ran.get_future().wait_for(scaled(10s)) != std::future_status::ready) {
     FAIL_CHECK("the io_context deadlocked in ~Hold");
     std::_Exit(1);  // the runner thread cannot be joined
   }
   runner.join();
   CHECK(held);
-  CHECK(server.command({"EXISTS", "inside"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "inside"}) == "0");
 }
 
 TEST_CASE("a release that fails in ~Hold stops renewal; the lock lapses", "[owners][watchdog]") {
@@ -151,10 +147,10 @@ TEST_CASE("a release that fails in ~Hold stops renewal; the lock lapses", "[owne
   // while the server (and the lock's key) stays up.
   server.command({"ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all"});
   auto cfg = dlock::redis::parse_url("redis://locker:pw@127.0.0.1:" + std::to_string(server.port()));
-  cfg.command_timeout = 500ms;
+  cfg.command_timeout = scaled(500ms);
   dlock::RedisBackend redis(cfg);
   auto& renewals = redis.use_service<Renewals>();
-  HashLock lock(redis, "stuck", {}, r::Watchdog{900ms});
+  HashLock lock(redis, "stuck", {}, r::Watchdog{scaled(900ms)});
   std::promise<std::error_code> reported;
   lock.set_error_handler([&](std::error_code ec, const std::string&) { reported.set_value(ec); });
   {
@@ -163,41 +159,43 @@ TEST_CASE("a release that fails in ~Hold stops renewal; the lock lapses", "[owne
     server.command({"CLIENT", "KILL", "USER", "locker"});
   }  // the release cannot be sent: the reconnect fails its AUTH
   auto f = reported.get_future();
-  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
   CHECK(f.get() == dlock::error::auth_failed);
   CHECK(renewals.size() == 0);
   CHECK(lock.held_by_this_thread() == 0);
   // Let the backend back in: nothing renews the abandoned lock any more.
   server.command({"ACL", "SETUSER", "locker", "resetpass", ">pw"});
-  CHECK(dlock::test::wait_until([&] { return server.command({"EXISTS", "stuck"}) == "0"; }, 5s));
+  CHECK(dlock::test::wait_until([&] { return server.command({"EXISTS", "stuck"}) == "0"; }, scaled(5s)));
 }
 
 TEST_CASE("a huge timeout means no deadline, not an overflow", "[owners][api]") {
-  redis_server server;
-  dlock::RedisBackend a(server.url()), b(server.url());
-  TokenLock holder(a, "long", {}, r::FixedLease{30s}, w::Spin{10ms});
-  TokenLock waiter(b, "long", {}, r::FixedLease{30s}, w::Spin{10ms});
+  private_redis redis;
+  auto other = redis.another_backend();
+  TokenLock holder(redis.backend, "long", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
+  TokenLock waiter(other, "long", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
   auto hold = holder.acquire();
   auto got = std::async(std::launch::async, [&] {
     bool ok = waiter.try_lock_for(std::chrono::hours::max());
     if (ok) waiter.unlock();
     return ok;
   });
-  CHECK(got.wait_for(300ms) == std::future_status::timeout);  // still waiting
+  CHECK(got.wait_for(scaled(300ms)) == std::future_status::timeout);  // still waiting
   hold.release();
-  REQUIRE(got.wait_for(5s) == std::future_status::ready);
+  REQUIRE(got.wait_for(scaled(5s)) == std::future_status::ready);
   CHECK(got.get());
 }
 
 TEST_CASE("SetNx gives the key back when its EXPIRE fails", "[owners][setnx]") {
-  redis_server server;
-  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 400ms));
+  const auto timeout = scaled(400ms);
+  private_redis redis(dlock::test::impatient(timeout));
   o::SetNx cut;
   // Between SETNX and PEXPIRE the server stalls for 1.5 command timeouts:
   // the PEXPIRE's reply is lost (outcome_unknown), the DEL that follows is
   // answered in time.
-  cut.between_setnx_and_expire = [&] { server.command({"CLIENT", "PAUSE", "600", "ALL"}); };
-  dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::TryOnce> lock(redis, "naked", cut, r::FixedLease{30s});
+  const auto stall = std::to_string((timeout * 3 / 2).count());
+  cut.between_setnx_and_expire = [&] { redis.server.command({"CLIENT", "PAUSE", stall, "ALL"}); };
+  dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::TryOnce> lock(redis.backend, "naked", cut,
+                                                                             r::FixedLease{scaled(30s)});
   std::error_code ec;
   try {
     lock.try_lock();
@@ -206,33 +204,32 @@ TEST_CASE("SetNx gives the key back when its EXPIRE fails", "[owners][setnx]") {
   }
   CHECK(ec == dlock::error::outcome_unknown);
   // No key is left without an expiry.
-  CHECK(server.command({"EXISTS", "naked"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "naked"}) == "0");
   CHECK(lock.held_by_this_thread() == 0);
 }
 
 TEST_CASE("the first renewal is timed from when the lease began, not from a late reply", "[owners][watchdog]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  auto& renewals = redis.use_service<Renewals>();
+  private_redis redis;
+  auto& renewals = redis.backend.use_service<Renewals>();
   // A hold registered late (its acquire reply was read 2 s after the lease
   // began, with 1 s of its 3 s lease left): its first renewal is overdue.
+  // (All four times scaled together.)
   auto rec = std::make_shared<dlock::detail::hold_record>();
   rec->name = "late";
   rec->owner = "token";
-  rec->lease = 3s;
-  rec->confirm(std::chrono::steady_clock::now() - 2s);  // valid for 1 s more
-  renewals.add(rec, o::Token{}.extend_call(*rec), 1s);
+  rec->lease = scaled(3s);
+  rec->confirm(std::chrono::steady_clock::now() - scaled(2s));  // valid for 1 s more
+  renewals.add(rec, o::Token{}.extend_call(*rec), scaled(1s));
   // Due at once, not one period (1 s, sent from half of it) after add().
-  CHECK(dlock::test::wait_until([&] { return renewals.renewals_sent() >= 1; }, 250ms));
+  CHECK(dlock::test::wait_until([&] { return renewals.renewals_sent() >= 1; }, scaled(250ms)));
   renewals.remove(rec.get());
 }
 
 TEST_CASE("std::unique_lock, try_lock_for and try_lock_until on any clock", "[owners][api]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  HashLock lock(redis, "std");
+  private_redis redis;
+  HashLock lock(redis.backend, "std");
   std::unique_lock guard(lock, std::defer_lock);
-  REQUIRE(guard.try_lock_for(1s));
+  REQUIRE(guard.try_lock_for(scaled(1s)));
   CHECK(lock.held_by_this_thread() == 1);
   // Another thread is another owner: it waits out its deadline (system_clock).
   auto other = std::async(std::launch::async, [&] {
@@ -242,7 +239,7 @@ TEST_CASE("std::unique_lock, try_lock_for and try_lock_until on any clock", "[ow
   });
   CHECK_FALSE(other.get());
   guard.unlock();
-  CHECK(server.command({"EXISTS", "std"}) == "0");
-  CHECK(guard.try_lock_until(std::chrono::steady_clock::now() + 1s));
-  CHECK(server.command({"EXISTS", "std"}) == "1");
+  CHECK(redis.server.command({"EXISTS", "std"}) == "0");
+  CHECK(guard.try_lock_until(std::chrono::steady_clock::now() + scaled(1s)));
+  CHECK(redis.server.command({"EXISTS", "std"}) == "1");
 }

@@ -13,12 +13,14 @@
 
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
-#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "lock_support.hpp"
 
 using namespace std::chrono_literals;
+using dlock::test::private_redis;
 using dlock::test::redis_server;
+using dlock::test::scaled;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -32,83 +34,95 @@ using SpinHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog,
 
 namespace {
 
-long long pttl(redis_server& s, const std::string& key) { return std::stoll(s.command({"PTTL", key})); }
+long long pttl(const redis_server& s, const std::string& key) { return std::stoll(s.command({"PTTL", key})); }
 
-// Makes the server hold every client's commands for `ms` milliseconds (as a
-// slow network would), starting before this returns: what is sent next is
-// answered late, after the client's command timeout.
-void stall_server(redis_server& s, int ms) { s.command({"CLIENT", "PAUSE", std::to_string(ms), "ALL"}); }
+// Makes the server hold every client's commands for `d` (as a slow network
+// would), starting before this returns: what is sent next is answered late,
+// after the client's command timeout.
+void stall_server(const redis_server& s, std::chrono::milliseconds d) {
+  s.command({"CLIENT", "PAUSE", std::to_string(d.count()), "ALL"});
+}
+
+// Waits until a waiter on `lock`, whose backend wrote `written` commands
+// before it started (and writes nothing else meanwhile but a holder's rare
+// renewals), has tried and, for pub/sub, subscribed: it sleeps now.
+template <class L>
+bool waiter_asleep(const L& lock, const redis_server& server, dlock::RedisBackend& backend, std::size_t written) {
+  constexpr bool pubsub = std::is_same_v<typename L::wait_type, w::PubSub>;
+  // PubSub tries, subscribes, and tries again before it sleeps.
+  const std::size_t tries = pubsub ? 2 : 1;
+  return dlock::test::wait_until([&] {
+    return backend.connection().statistics().commands_written >= written + tries &&
+           (!pubsub || dlock::test::numsub(server, o::ReentrantHash::channel(lock.name())) == 1);
+  });
+}
 
 }  // namespace
 
 TEST_CASE("the watchdog keeps a lock for more than three leases and stops at release", "[watchdog]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  const auto lease = dlock::test::scaled(300ms);
-  WatchdogToken lock(redis, "job", {}, r::Watchdog{lease}, w::Spin{10ms});
-  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  private_redis redis;
+  const auto lease = scaled(300ms);
+  WatchdogToken lock(redis.backend, "job", {}, r::Watchdog{lease}, w::Spin{10ms});
+  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
   {
     auto hold = lock.acquire();
     std::this_thread::sleep_for(lease * 11 / 3);  // more than three leases
-    CHECK(server.command({"EXISTS", "job"}) == "1");
-    CHECK(pttl(server, "job") > 0);
+    CHECK(redis.server.command({"EXISTS", "job"}) == "1");
+    CHECK(pttl(redis.server, "job") > 0);
     CHECK_FALSE(hold.lost());
     CHECK(hold.remaining_lease() > 0ms);
     CHECK(renewals.size() == 1);
     CHECK(renewals.renewals_sent() >= 3);
   }
   CHECK(renewals.size() == 0);
-  CHECK(server.command({"EXISTS", "job"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "job"}) == "0");
   auto sent = renewals.renewals_sent();
-  std::this_thread::sleep_for(lease * 4 / 3);
+  std::this_thread::sleep_for(lease * 4 / 3);  // a renewal would have come by now
   CHECK(renewals.renewals_sent() == sent);  // nothing renews a released lock
 }
 
 TEST_CASE("destroying the lock object stops its renewals and releases", "[watchdog]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  private_redis redis;
+  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
   {
-    WatchdogHash lock(redis, "scoped", {}, r::Watchdog{dlock::test::scaled(300ms)});
+    WatchdogHash lock(redis.backend, "scoped", {}, r::Watchdog{scaled(300ms)});
     lock.lock();
     lock.lock();
     CHECK(renewals.size() == 1);
   }
   CHECK(renewals.size() == 0);
-  CHECK(server.command({"EXISTS", "scoped"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "scoped"}) == "0");
 }
 
 TEST_CASE("one round trip renews many held locks", "[watchdog]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  private_redis redis;
+  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
   std::vector<std::unique_ptr<WatchdogHash>> locks;
   std::vector<WatchdogHash::hold_type> holds;
   for (int i = 0; i < 40; ++i) {
-    locks.push_back(std::make_unique<WatchdogHash>(redis, "many:" + std::to_string(i), o::ReentrantHash{},
-                                                   r::Watchdog{dlock::test::scaled(600ms)}));
+    locks.push_back(std::make_unique<WatchdogHash>(redis.backend, "many:" + std::to_string(i), o::ReentrantHash{},
+                                                   r::Watchdog{scaled(600ms)}));
     holds.push_back(locks.back()->acquire());
   }
   auto batches0 = renewals.batches_sent(), renewals0 = renewals.renewals_sent();
-  std::this_thread::sleep_for(dlock::test::scaled(1300ms));
+  std::this_thread::sleep_for(scaled(1300ms));  // more than two leases
   auto batches = renewals.batches_sent() - batches0, sent = renewals.renewals_sent() - renewals0;
   CHECK(sent >= 80);                 // every lock renewed at least twice
   CHECK(batches * 10 <= sent);       // in few round trips, not one each
-  for (int i = 0; i < 40; ++i) CHECK(pttl(server, "many:" + std::to_string(i)) > 0);
+  for (int i = 0; i < 40; ++i) CHECK(pttl(redis.server, "many:" + std::to_string(i)) > 0);
   holds.clear();
   CHECK(renewals.size() == 0);
 }
 
 TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[watchdog]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  WatchdogHash lock(redis, "fragile", {}, r::Watchdog{dlock::test::scaled(300ms)});
+  private_redis redis;
+  WatchdogHash lock(redis.backend, "fragile", {}, r::Watchdog{scaled(300ms)});
   auto hold = lock.acquire();
   std::atomic<bool> told{false};
   hold.on_lost([&] { told = true; });
-  server.command({"DEL", "fragile"});
+  redis.server.command({"DEL", "fragile"});
   // lost() turns true just before the callbacks run: wait for the callback.
-  CHECK(dlock::test::wait_until([&] { return told.load(); }, 2s));
+  CHECK(dlock::test::wait_until([&] { return told.load(); }, scaled(2s)));
   CHECK(hold.lost());
   CHECK(hold.remaining_lease() == 0ms);
   std::error_code ec;
@@ -117,96 +131,102 @@ TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[wat
 }
 
 TEST_CASE("a watchdog never extends someone else's lock", "[watchdog]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  WatchdogToken lock(redis, "swapped", {}, r::Watchdog{dlock::test::scaled(300ms)}, w::Spin{10ms});
+  private_redis redis;
+  WatchdogToken lock(redis.backend, "swapped", {}, r::Watchdog{scaled(300ms)}, w::Spin{10ms});
   auto hold = lock.acquire();
   // Someone else's value, with a short expiry of its own.
-  server.command({"SET", "swapped", "not-our-token", "PX", "5000"});
-  CHECK(dlock::test::wait_until([&] { return hold.lost(); }, 2s));
-  auto left = pttl(server, "swapped");
-  CHECK(left <= 5000);
-  CHECK(left > 3000);  // not shortened to our 300 ms lease either
-  CHECK(server.command({"GET", "swapped"}) == "not-our-token");
+  const auto theirs = scaled(5000ms);
+  redis.server.command({"SET", "swapped", "not-our-token", "PX", std::to_string(theirs.count())});
+  CHECK(dlock::test::wait_until([&] { return hold.lost(); }, scaled(2s)));
+  auto left = pttl(redis.server, "swapped");
+  CHECK(left <= theirs.count());
+  CHECK(left > scaled(3000ms).count());  // not shortened to our 300 ms lease either
+  CHECK(redis.server.command({"GET", "swapped"}) == "not-our-token");
 }
 
 using FixedGetSet = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::Spin>;
 
 TEMPLATE_TEST_CASE("release after expiry never deletes the new owner's lock", "[lease]", FixedToken, FixedHash,
                    FixedGetSet) {
-  redis_server server;
-  dlock::RedisBackend a(server.url()), b(server.url());
-  TestType first(a, "coupon", {}, r::FixedLease{200ms}, w::Spin{10ms});
-  TestType second(b, "coupon", {}, r::FixedLease{10s}, w::Spin{10ms});
+  private_redis redis;
+  auto other = redis.another_backend();
+  TestType first(redis.backend, "coupon", {}, r::FixedLease{scaled(200ms)}, w::Spin{10ms});
+  TestType second(other, "coupon", {}, r::FixedLease{scaled(10s)}, w::Spin{10ms});
   auto h1 = first.acquire();
-  std::this_thread::sleep_for(300ms);  // the first lease runs out
+  // The first lease runs out (GetSetExpiry's key has no TTL to watch).
+  REQUIRE(dlock::test::wait_until([&] { return h1.lost(); }, scaled(2s)));
   auto h2 = second.acquire();
   std::error_code ec;
   h1.release(ec);
   CHECK(ec == dlock::error::lease_lost);
-  CHECK(server.command({"EXISTS", "coupon"}) == "1");  // the second owner's lock stands
+  CHECK(redis.server.command({"EXISTS", "coupon"}) == "1");  // the second owner's lock stands
   h2.release();
-  CHECK(server.command({"EXISTS", "coupon"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "coupon"}) == "0");
 }
 
 TEST_CASE("a killed holder's lock frees within its lease", "[lease][process]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
+  const std::string url = redis.server.url();
   SECTION("fixed lease") {
-    dlock::test::worker holder({"hold", server.url(), "token/fixed/spin", "crashy", "800"});
+    const auto lease = scaled(800ms);
+    dlock::test::worker holder({"hold", url, "token/fixed/spin", "crashy", std::to_string(lease.count())});
     REQUIRE(holder.read_line() == "acquired");
     auto killed = std::chrono::steady_clock::now();
     holder.kill();
-    FixedToken lock(redis, "crashy", {}, r::FixedLease{10s}, w::Spin{10ms});
-    auto hold = lock.try_acquire_for(5s);
+    FixedToken lock(redis.backend, "crashy", {}, r::FixedLease{scaled(10s)}, w::Spin{10ms});
+    auto hold = lock.try_acquire_for(scaled(5s));
     REQUIRE(hold);
-    CHECK(std::chrono::steady_clock::now() - killed < 800ms + 300ms);
+    CHECK(std::chrono::steady_clock::now() - killed < lease + scaled(300ms));
   }
   SECTION("watchdog: within one lease plus one renewal period") {
-    dlock::test::worker holder({"hold", server.url(), "hash/watchdog/pubsub", "crashy", "600"});
+    const auto lease = scaled(600ms);
+    dlock::test::worker holder({"hold", url, "hash/watchdog/pubsub", "crashy", std::to_string(lease.count())});
     REQUIRE(holder.read_line() == "acquired");
-    std::this_thread::sleep_for(1s);  // renewed meanwhile
-    CHECK(server.command({"EXISTS", "crashy"}) == "1");
+    std::this_thread::sleep_for(lease * 5 / 3);  // renewed meanwhile
+    CHECK(redis.server.command({"EXISTS", "crashy"}) == "1");
     auto killed = std::chrono::steady_clock::now();
     holder.kill();
-    WatchdogHash lock(redis, "crashy", {}, r::Watchdog{10s});
-    auto hold = lock.try_acquire_for(5s);
+    WatchdogHash lock(redis.backend, "crashy", {}, r::Watchdog{scaled(10s)});
+    auto hold = lock.try_acquire_for(scaled(5s));
     REQUIRE(hold);
-    CHECK(std::chrono::steady_clock::now() - killed < 600ms + 200ms + 300ms);
+    CHECK(std::chrono::steady_clock::now() - killed < lease + lease / 3 + scaled(300ms));
   }
 }
 
 TEST_CASE("pub/sub wakes a waiter long before a spin interval would", "[pubsub]") {
-  redis_server server;
-  dlock::RedisBackend a(server.url()), b(server.url());
+  private_redis redis;
+  auto& a = redis.backend;
+  auto b = redis.another_backend();
+  const auto spin = scaled(1000ms);
   auto measure = [&](auto& waiter_lock, auto& holder_lock) {
     auto hold = holder_lock.acquire();
+    auto written = b.connection().statistics().commands_written;
     auto waiting = std::async(std::launch::async, [&] {
       auto h = waiter_lock.acquire();
       return std::chrono::steady_clock::now();
     });
-    std::this_thread::sleep_for(300ms);  // the waiter has tried and is asleep
+    REQUIRE(waiter_asleep(waiter_lock, redis.server, b, written));  // it has tried and sleeps
     auto released = std::chrono::steady_clock::now();
     hold.release();
     return waiting.get() - released;
   };
   WatchdogHash holder(a, "door"), pubsub_waiter(b, "door");
   auto woken = measure(pubsub_waiter, holder);
-  SpinHash spin_holder(a, "door2", {}, r::Watchdog{}, w::Spin{1000ms});
-  SpinHash spin_waiter(b, "door2", {}, r::Watchdog{}, w::Spin{1000ms});
+  SpinHash spin_holder(a, "door2", {}, r::Watchdog{}, w::Spin{spin});
+  SpinHash spin_waiter(b, "door2", {}, r::Watchdog{}, w::Spin{spin});
   auto polled = measure(spin_waiter, spin_holder);
   WARN("pub/sub woke the waiter after " << std::chrono::duration_cast<std::chrono::microseconds>(woken).count()
-       << " us; a 1 s spin after " << std::chrono::duration_cast<std::chrono::microseconds>(polled).count() << " us");
-  CHECK(woken < 250ms);
+       << " us; a " << spin.count() << " ms spin after "
+       << std::chrono::duration_cast<std::chrono::microseconds>(polled).count() << " us");
+  CHECK(woken < scaled(250ms));
   CHECK(woken * 3 < polled);
   // the wait's subscription ended
   CHECK(dlock::test::wait_until([&] { return b.subscriber().channel_count() == 0; }));
 }
 
 TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  WatchdogHash lock(redis, "queue");
+  private_redis redis;
+  WatchdogHash lock(redis.backend, "queue");
   std::atomic<int> inside{0}, max_inside{0}, done{0};
   std::vector<std::future<void>> waiters;
   for (int i = 0; i < 6; ++i) {
@@ -217,16 +237,16 @@ TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
         int seen = max_inside.load();
         while (now > seen && !max_inside.compare_exchange_weak(seen, now)) {
         }
-        std::this_thread::sleep_for(2ms);
+        std::this_thread::sleep_for(scaled(2ms));  // the work: long enough for an overlap to show
         --inside;
       }
       ++done;
     }));
   }
-  for (auto& f : waiters) REQUIRE(f.wait_for(60s) == std::future_status::ready);
+  for (auto& f : waiters) REQUIRE(f.wait_for(scaled(60s)) == std::future_status::ready);
   CHECK(done == 6);
   CHECK(max_inside == 1);
-  CHECK(dlock::test::wait_until([&] { return redis.subscriber().channel_count() == 0; }));
+  CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
 }
 
 using BackoffHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::Backoff>;
@@ -235,117 +255,119 @@ using BackoffHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchd
 // sleeps): each must end at once on cancellation.
 TEMPLATE_TEST_CASE("cancelling a waiting async_acquire leaves nothing held and nothing renewing", "[cancel]",
                    WatchdogHash, SpinHash, BackoffHash) {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  TestType lock(redis, "busy");
+  private_redis redis;
+  TestType lock(redis.backend, "busy");
   auto hold = lock.async_acquire("holder", asio::use_future).get();
-  auto& renewals = redis.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
   CHECK(renewals.size() == 1);
 
   asio::cancellation_signal cancel;
   std::promise<std::pair<dlock::error_code, bool>> result;
+  auto written = redis.backend.connection().statistics().commands_written;
   lock.async_acquire("waiter", asio::bind_cancellation_slot(cancel.slot(), [&](dlock::error_code ec, auto h) {
     result.set_value({ec, bool(h)});  // assertions stay on the test's thread
   }));
-  std::this_thread::sleep_for(200ms);
+  REQUIRE(waiter_asleep(lock, redis.server, redis.backend, written));  // cancel the wait, not the try
   // Emit on the operation's side: cancellation signals are not thread-safe.
-  asio::post(redis.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
+  asio::post(redis.backend.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
   auto f = result.get_future();
-  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
   auto [ec, got_hold] = f.get();
   CHECK(ec == asio::error::operation_aborted);
   CHECK_FALSE(got_hold);
   CHECK(lock.held_by("waiter") == 0);
   CHECK(renewals.size() == 1);
-  CHECK(dlock::test::wait_until([&] { return redis.subscriber().channel_count() == 0; }));
+  CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
   hold.release();
-  std::this_thread::sleep_for(100ms);
-  CHECK(server.command({"EXISTS", "busy"}) == "0");  // the cancelled waiter did not take it
+  std::this_thread::sleep_for(scaled(100ms));  // time for a waiter that lived on to take it
+  CHECK(redis.server.command({"EXISTS", "busy"}) == "0");  // the cancelled waiter did not take it
   CHECK(renewals.size() == 0);
 }
 
+// Backends whose commands time out after 300 ms (scaled), for lost replies.
+struct impatient_redis : private_redis {
+  static constexpr auto timeout = 300ms;
+  impatient_redis() : private_redis(dlock::test::impatient(scaled(timeout))) {}
+};
+
 TEST_CASE("an acquire whose reply never came is outcome_unknown, not 'not acquired'", "[unknown]") {
-  redis_server server;
-  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 300ms));
-  FixedToken lock(redis, "limbo", {}, r::FixedLease{30s}, w::Spin{10ms});
-  server.pause();
+  impatient_redis redis;
+  FixedToken lock(redis.backend, "limbo", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
+  redis.server.pause();
   std::error_code ec;
   auto hold = lock.try_acquire_for(0ms, ec);
-  server.resume();
+  redis.server.resume();
   CHECK(ec == dlock::error::outcome_unknown);
   CHECK_FALSE(hold);
 }
 
 TEST_CASE("a lost acquire reply is resolved by asking Redis whose the lock is", "[unknown]") {
-  redis_server server;
-  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 300ms));
-  FixedHash lock(redis, "limbo", {}, r::FixedLease{30s}, w::Spin{10ms});
+  impatient_redis redis;
+  FixedHash lock(redis.backend, "limbo", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
   lock.lock();  // load the scripts: a late NOSCRIPT would mean "did not run"
   lock.unlock();
-  // The acquire script's reply comes after the 300 ms timeout.
-  stall_server(server, 450);
+  // The acquire script's reply comes after the command timeout.
+  stall_server(redis.server, scaled(impatient_redis::timeout * 3 / 2));
   std::error_code ec;
   auto hold = lock.try_acquire_for(0ms, ec);
   // The script ran once the server was free; its win marker says so.
   CHECK(!ec);
   REQUIRE(hold);
-  CHECK(server.command({"HGET", "limbo", redis.client_id() + ":" + FixedHash::thread_owner()}) == "1");
+  CHECK(redis.server.command({"HGET", "limbo", redis.backend.client_id() + ":" + FixedHash::thread_owner()}) == "1");
 }
 
 TEST_CASE("a retried release never decrements a reentrant count twice", "[unknown][reentrancy]") {
-  redis_server server;
-  dlock::RedisBackend redis(dlock::test::impatient(server.url(), 300ms));
-  FixedHash lock(redis, "twice", {}, r::FixedLease{30s}, w::Spin{10ms});
-  auto field = redis.client_id() + ":" + FixedHash::thread_owner();
+  impatient_redis redis;
+  FixedHash lock(redis.backend, "twice", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
+  auto field = redis.backend.client_id() + ":" + FixedHash::thread_owner();
   lock.lock();  // load the scripts: a late NOSCRIPT would mean "did not run"
   lock.unlock();
   lock.lock();
   lock.lock();
-  CHECK(server.command({"HGET", "twice", field}) == "2");
+  CHECK(redis.server.command({"HGET", "twice", field}) == "2");
 
-  stall_server(server, 450);
+  stall_server(redis.server, scaled(impatient_redis::timeout * 3 / 2));
   std::error_code ec;
   lock.unlock(ec);
   CHECK(ec == dlock::error::outcome_unknown);
-  CHECK(server.command({"HGET", "twice", field}) == "1");  // the first attempt did run (after the pause)
+  CHECK(redis.server.command({"HGET", "twice", field}) == "1");  // the first attempt did run (after the pause)
 
   lock.unlock(ec);  // the retry: answered from the marker, no second decrement
   CHECK(!ec);
-  CHECK(server.command({"HGET", "twice", field}) == "1");
+  CHECK(redis.server.command({"HGET", "twice", field}) == "1");
   CHECK(lock.held_by_this_thread() == 1);
   lock.unlock();
-  CHECK(server.command({"EXISTS", "twice"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "twice"}) == "0");
 }
 
 TEST_CASE("Redisson's wire format: hash field, channel and unlock message", "[wire-compat]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  WatchdogHash lock(redis, "orders:42");
+  private_redis redis;
+  WatchdogHash lock(redis.backend, "orders:42");
   std::promise<std::string> message;
-  auto sub = redis.async_subscribe("redisson_lock__channel:{orders:42}",
-                                   [&](std::optional<std::string_view> m) {
-                                     if (m) message.set_value(std::string(*m));
-                                   },
-                                   asio::use_future)
+  auto sub = redis.backend.async_subscribe("redisson_lock__channel:{orders:42}",
+                                           [&](std::optional<std::string_view> m) {
+                                             if (m) message.set_value(std::string(*m));
+                                           },
+                                           asio::use_future)
                  .get();
   lock.lock();
-  CHECK(server.command({"TYPE", "orders:42"}) == "hash");
-  CHECK(server.command({"HGET", "orders:42", redis.client_id() + ":" + WatchdogHash::thread_owner()}) == "1");
-  auto ttl = pttl(server, "orders:42");
+  CHECK(redis.server.command({"TYPE", "orders:42"}) == "hash");
+  CHECK(redis.server.command({"HGET", "orders:42", redis.backend.client_id() + ":" + WatchdogHash::thread_owner()}) ==
+        "1");
+  auto ttl = pttl(redis.server, "orders:42");  // Redisson's default 30 s watchdog
   CHECK(ttl > 29000);
   CHECK(ttl <= 30000);
   lock.unlock();
   auto f = message.get_future();
-  REQUIRE(f.wait_for(2s) == std::future_status::ready);
+  REQUIRE(f.wait_for(scaled(2s)) == std::future_status::ready);
   CHECK(f.get() == "0");
 }
 
 TEST_CASE("blocking calls on the backend's own thread are refused", "[api]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  WatchdogHash lock(redis, "self");
+  private_redis redis;
+  WatchdogHash lock(redis.backend, "self");
   std::promise<bool> refused;
-  asio::post(redis.get_executor(), [&] {
+  asio::post(redis.backend.get_executor(), [&] {
     try {
       lock.lock();
       refused.set_value(false);
@@ -361,7 +383,7 @@ TEST_CASE("blocking calls on the backend's own thread are refused", "[api]") {
   lock.set_error_handler([&](std::error_code ec, const std::string&) { reported.push_back(ec); });
   auto hold = lock.acquire();
   std::promise<std::error_code> release_ec;
-  asio::post(redis.get_executor(), [&] {
+  asio::post(redis.backend.get_executor(), [&] {
     lock.unlock();
     std::error_code ec;
     hold.release(ec);
@@ -371,9 +393,9 @@ TEST_CASE("blocking calls on the backend's own thread are refused", "[api]") {
   REQUIRE(reported.size() == 1);
   CHECK(reported[0] == dlock::error::would_deadlock);
   CHECK(hold.owns_lock());  // still held, still releasable from a proper thread
-  CHECK(server.command({"EXISTS", "self"}) == "1");
+  CHECK(redis.server.command({"EXISTS", "self"}) == "1");
   hold.release();
-  CHECK(server.command({"EXISTS", "self"}) == "0");
+  CHECK(redis.server.command({"EXISTS", "self"}) == "0");
 }
 
 TEST_CASE("error conditions answer the caller's three questions", "[api][errors]") {

@@ -16,6 +16,7 @@
 
 using namespace std::chrono_literals;
 using dlock::test::fake_redis;
+using dlock::test::scaled;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -68,7 +69,7 @@ struct collected {
 TEST_CASE("Token: an integer reply to SET NX is no verdict, and neither is the resolve's", "[replies][token]") {
   fake_redis fake(script{{{"SET", integer(0)}, {"PTTL", integer(100)}, {"GET", integer(5)}}});
   dlock::RedisBackend redis(fake.url());
-  TokenLock lock(redis, "k", {}, r::FixedLease{10s});
+  TokenLock lock(redis, "k", {}, r::FixedLease{scaled(10s)});
   std::optional<TokenLock::hold_type> hold;
   CHECK(try_once(lock, hold) == dlock::error::unexpected_reply);
   CHECK(fake.count("GET") == 1);  // it asked whether its token is there
@@ -88,7 +89,7 @@ TEST_CASE("Token: an integer reply to SET NX is no verdict, and neither is the r
 TEST_CASE("Token: +OK to the release script is not lease_lost", "[replies][token]") {
   fake_redis fake(script{{{"SET", ok}, {"PTTL", integer(10000)}, {o::Token::release_script().sha1(), ok}}});
   dlock::RedisBackend redis(fake.url());
-  TokenLock lock(redis, "k", {}, r::FixedLease{10s});
+  TokenLock lock(redis, "k", {}, r::FixedLease{scaled(10s)});
   collected<TokenLock> sink;
   sink.attach(lock);
   auto hold = lock.acquire();
@@ -107,7 +108,7 @@ TEST_CASE("ReentrantHash: replies of the wrong type to acquire, resolve and rele
   const auto& release = o::ReentrantHash::release_script().sha1();
   fake_redis fake(script{{{acquire, ok}, {"EXISTS", ok}}});
   dlock::RedisBackend redis(fake.url());
-  HashLock lock(redis, "k", {}, r::FixedLease{10s});
+  HashLock lock(redis, "k", {}, r::FixedLease{scaled(10s)});
   std::optional<HashLock::hold_type> hold;
   CHECK(try_once(lock, hold) == dlock::error::unexpected_reply);
   CHECK(fake.count("EXISTS") == 1);  // it asked for its win marker
@@ -138,7 +139,7 @@ TEST_CASE("SetNx: +OK to SETNX, PEXPIRE or DEL is no verdict", "[replies][setnx]
   }
   SECTION("PEXPIRE: the key is given back, since it may have no expiry") {
     fake.set_responder(script{{{"SETNX", integer(1)}, {"PEXPIRE", ok}, {"DEL", integer(1)}}});
-    SetNxLeased lock(redis, "k", {}, r::FixedLease{10s});
+    SetNxLeased lock(redis, "k", {}, r::FixedLease{scaled(10s)});
     std::optional<SetNxLeased::hold_type> hold;
     CHECK(try_once(lock, hold) == dlock::error::unexpected_reply);
     CHECK(fake.count("DEL") == 1);
@@ -162,7 +163,7 @@ TEST_CASE("GetSetExpiry: every step refuses a reply of the wrong type", "[replie
   const std::string past = bulk("1.000000");  // an expiration long gone
   fake_redis fake;
   dlock::RedisBackend redis(fake.url());
-  GetSetLock lock(redis, "k", {}, r::FixedLease{10s});
+  GetSetLock lock(redis, "k", {}, r::FixedLease{scaled(10s)});
   std::optional<GetSetLock::hold_type> hold;
   fake.set_responder(script{{{"SETNX", bulk("1")}}});
   CHECK(try_once(lock, hold) == dlock::error::unexpected_reply);
@@ -182,7 +183,7 @@ TEST_CASE("GetSetExpiry: every step refuses a reply of the wrong type", "[replie
 }
 
 TEST_CASE("the watchdog reads +OK to a renewal as unconfirmed, not as lost or renewed", "[replies][watchdog]") {
-  const auto lease = dlock::test::scaled(600ms);
+  const auto lease = scaled(600ms);
   fake_redis fake(script{{{"SET", ok}, {"PTTL", integer(600)}, {o::Token::extend_script().sha1(), ok}}});
   dlock::RedisBackend redis(fake.url());
   TokenWatchdog lock(redis, "k", {}, r::Watchdog{lease});

@@ -10,12 +10,13 @@
 #include <dlock/dlock.hpp>
 #include <dlock/ownership/naive_expiry.hpp>
 #include <support/polling.hpp>
-#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "../lock/lock_support.hpp"
 
 using namespace std::chrono_literals;
-using dlock::test::redis_server;
+using dlock::test::private_redis;
+using dlock::test::scaled;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -26,9 +27,11 @@ namespace {
 // find the lock expired; C completes its steal first, then B goes on.
 // Returns how many of them ended up holding the lock.
 template <class L, class O, class Hook>
-int race_for_expired_lock(redis_server& server, Hook hook_member) {
-  server.command({"SET", "race", o::GetSetExpiry::format(o::GetSetExpiry{}.wall_clock() - 60)});
-  dlock::RedisBackend backend_b(server.url()), backend_c(server.url());
+int race_for_expired_lock(Hook hook_member) {
+  private_redis redis;  // B's backend
+  redis.server.command({"SET", "race", o::GetSetExpiry::format(o::GetSetExpiry{}.wall_clock() - 60)});
+  auto& backend_b = redis.backend;
+  auto backend_c = redis.another_backend();
   std::latch both_saw_it_expired(2);
   std::promise<void> c_done;
   auto c_finished = c_done.get_future().share();
@@ -39,8 +42,8 @@ int race_for_expired_lock(redis_server& server, Hook hook_member) {
     c_finished.wait();  // B is slower: it acts only after C got the lock
   };
   oc.*hook_member = [&] { both_saw_it_expired.arrive_and_wait(); };
-  L lock_b(backend_b, "race", ob, r::FixedLease{10s}, w::TryOnce{});
-  L lock_c(backend_c, "race", oc, r::FixedLease{10s}, w::TryOnce{});
+  L lock_b(backend_b, "race", ob, r::FixedLease{scaled(10s)}, w::TryOnce{});
+  L lock_c(backend_c, "race", oc, r::FixedLease{scaled(10s)}, w::TryOnce{});
 
   auto b = std::async(std::launch::async, [&] { return lock_b.try_lock(); });
   auto c = std::async(std::launch::async, [&] {
@@ -59,94 +62,100 @@ int race_for_expired_lock(redis_server& server, Hook hook_member) {
 }  // namespace
 
 TEST_CASE("story: a crashed holder of a bare SETNX lock holds it forever (A1)", "[story]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
+  const std::string url = redis.server.url();
   {
-    dlock::test::worker holder({"hold", server.url(), "setnx/none/tryonce", "stock", "0"});
+    dlock::test::worker holder({"hold", url, "setnx/none/tryonce", "stock", "0"});
     REQUIRE(holder.read_line() == "acquired");
     holder.kill();
   }
-  CHECK(server.command({"PTTL", "stock"}) == "-1");  // no expiry at all
-  dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::Spin> lock(redis, "stock", {}, {}, w::Spin{50ms});
+  CHECK(redis.server.command({"PTTL", "stock"}) == "-1");  // no expiry at all
+  dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::Spin> lock(redis.backend, "stock", {}, {}, w::Spin{50ms});
   CHECK_FALSE(lock.try_lock_for(1500ms));  // and it never frees
 
   // The fix: a lease. The same crash, and the lock frees by itself.
-  dlock::test::worker holder({"hold", server.url(), "token/fixed/tryonce", "stock2", "500"});
+  const auto lease = scaled(500ms);
+  dlock::test::worker holder({"hold", url, "token/fixed/tryonce", "stock2", std::to_string(lease.count())});
   REQUIRE(holder.read_line() == "acquired");
   holder.kill();
-  dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin> fixed(redis, "stock2", {}, r::FixedLease{5s},
-                                                                          w::Spin{20ms});
-  CHECK(fixed.try_lock_for(1500ms));
+  dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin> fixed(redis.backend, "stock2", {},
+                                                                          r::FixedLease{scaled(5s)}, w::Spin{20ms});
+  CHECK(fixed.try_lock_for(lease * 3));
   fixed.unlock();
 }
 
 TEST_CASE("story: a crash between SETNX and EXPIRE leaves a lock with no expiry (A1b)", "[story]") {
-  redis_server server;
-  dlock::test::worker crasher({"crash-after-setnx", server.url(), "coupon", "30000"});
+  dlock::test::redis_server server;  // no backend: only the workers use the server
+  const auto lease = std::to_string(scaled(30s).count());
+  dlock::test::worker crasher({"crash-after-setnx", server.url(), "coupon", lease});
   CHECK(crasher.wait() == 3);  // died right after SETNX
   CHECK(server.command({"EXISTS", "coupon"}) == "1");
   CHECK(server.command({"PTTL", "coupon"}) == "-1");  // the EXPIRE never came
 
   // SET NX PX sets value and expiry in one command: there is no such window.
-  dlock::test::worker holder({"hold", server.url(), "token/fixed/tryonce", "coupon2", "30000"});
+  dlock::test::worker holder({"hold", server.url(), "token/fixed/tryonce", "coupon2", lease});
   REQUIRE(holder.read_line() == "acquired");
   CHECK(std::stoll(server.command({"PTTL", "coupon2"})) > 0);
 }
 
 TEST_CASE("story: without a token, a late release deletes the next owner's lock", "[story]") {
-  redis_server server;
-  dlock::RedisBackend a(server.url()), b(server.url());
+  private_redis redis;
+  auto& a = redis.backend;
+  auto b = redis.another_backend();
+  const auto lease = scaled(200ms), work = lease * 3 / 2;
   SECTION("SetNx: the late DEL succeeds, and B's lock is gone") {
     using L = dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::Spin>;
-    L first(a, "order", {}, r::FixedLease{200ms}, w::Spin{10ms});
-    L second(b, "order", {}, r::FixedLease{10s}, w::Spin{10ms});
+    L first(a, "order", {}, r::FixedLease{lease}, w::Spin{10ms});
+    L second(b, "order", {}, r::FixedLease{scaled(10s)}, w::Spin{10ms});
     auto h1 = first.acquire();
-    std::this_thread::sleep_for(300ms);  // A's work outlasts its lease
+    std::this_thread::sleep_for(work);  // A's work outlasts its lease
     auto h2 = second.acquire();
     CHECK(h1.lost());  // A's loss signal fired when its lease could end
     std::error_code ec;
     h1.release(ec);  // A hears lease_lost, but SetNx's DEL checks no owner: it runs
     CHECK(ec == dlock::error::lease_lost);
-    CHECK(server.command({"EXISTS", "order"}) == "0");  // B holds a lock that is gone
-    L third(a, "order", {}, r::FixedLease{10s}, w::Spin{10ms});
+    CHECK(redis.server.command({"EXISTS", "order"}) == "0");  // B holds a lock that is gone
+    L third(a, "order", {}, r::FixedLease{scaled(10s)}, w::Spin{10ms});
     auto intruder = std::async(std::launch::async, [&] { return third.try_lock(); });
     CHECK(intruder.get());  // a third client walks in beside B
     third.unlock(ec);
   }
   SECTION("Token: the late release is refused, and B keeps its lock") {
     using L = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
-    L first(a, "order", {}, r::FixedLease{200ms}, w::Spin{10ms});
-    L second(b, "order", {}, r::FixedLease{10s}, w::Spin{10ms});
+    L first(a, "order", {}, r::FixedLease{lease}, w::Spin{10ms});
+    L second(b, "order", {}, r::FixedLease{scaled(10s)}, w::Spin{10ms});
     auto h1 = first.acquire();
-    std::this_thread::sleep_for(300ms);
+    std::this_thread::sleep_for(work);  // A's work outlasts its lease
     auto h2 = second.acquire();
     std::error_code ec;
     h1.release(ec);
     CHECK(ec == dlock::error::lease_lost);  // A learns it lost the lock
-    CHECK(server.command({"EXISTS", "order"}) == "1");
+    CHECK(redis.server.command({"EXISTS", "order"}) == "1");
   }
 }
 
 TEST_CASE("story: two waiters steal an expired lock; GETSET lets only one in (A3)", "[story]") {
-  redis_server server;
   SECTION("naive DEL + SETNX: both get the lock") {
     using L = dlock::Lock<dlock::RedisBackend, o::NaiveExpiry, r::FixedLease, w::TryOnce>;
-    CHECK(race_for_expired_lock<L, o::NaiveExpiry>(server, &o::NaiveExpiry::between_get_and_del) == 2);
+    CHECK(race_for_expired_lock<L, o::NaiveExpiry>(&o::NaiveExpiry::between_get_and_del) == 2);
   }
   SECTION("GETSET: exactly one gets it") {
     using L = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::TryOnce>;
-    CHECK(race_for_expired_lock<L, o::GetSetExpiry>(server, &o::GetSetExpiry::between_get_and_getset) == 1);
+    CHECK(race_for_expired_lock<L, o::GetSetExpiry>(&o::GetSetExpiry::between_get_and_getset) == 1);
   }
 }
 
 TEST_CASE("story: a skewed wall clock lets GetSetExpiry steal a live lock (A3's flaw)", "[story]") {
-  redis_server server;
-  dlock::RedisBackend a(server.url()), b(server.url());
+  private_redis redis;
+  auto other = redis.another_backend();
   using L = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::TryOnce>;
-  L honest(a, "skew", {}, r::FixedLease{30s}, w::TryOnce{});
+  const auto lease = scaled(30s);
+  L honest(redis.backend, "skew", {}, r::FixedLease{lease}, w::TryOnce{});
   o::GetSetExpiry fast_clock;
-  fast_clock.wall_clock = [] { return o::GetSetExpiry{}.wall_clock() + 60; };  // a minute ahead
-  L skewed(b, "skew", fast_clock, r::FixedLease{30s}, w::TryOnce{});
+  // Two leases ahead (a minute, unscaled): the honest holder's expiry looks past.
+  const double skew = 2 * std::chrono::duration<double>(lease).count();
+  fast_clock.wall_clock = [skew] { return o::GetSetExpiry{}.wall_clock() + skew; };
+  L skewed(other, "skew", fast_clock, r::FixedLease{lease}, w::TryOnce{});
   REQUIRE(honest.try_lock());
   auto stolen = std::async(std::launch::async, [&] { return skewed.try_lock(); });
   CHECK(stolen.get());  // the live lock looked expired to the fast clock
@@ -156,10 +165,11 @@ TEST_CASE("story: a skewed wall clock lets GetSetExpiry steal a live lock (A3's 
 }
 
 TEST_CASE("story: work that outlasts a fixed lease overlaps the next holder; the watchdog prevents it", "[story]") {
-  redis_server server;
-  dlock::RedisBackend a(server.url()), b(server.url());
+  private_redis redis;
+  auto& a = redis.backend;
+  auto b = redis.another_backend();
   // The work takes 7/3 of a lease (stretched together under sanitizers).
-  const auto lease = dlock::test::scaled(300ms), work = lease * 7 / 3;
+  const auto lease = scaled(300ms), work = lease * 7 / 3;
   auto run = [&](auto& first, auto& second) {
     auto hold = first.acquire();
     auto work_started = std::chrono::steady_clock::now();

@@ -31,10 +31,10 @@ inline constexpr int sanitizer_slowdown = 1;
 /// `d`, stretched for sanitizer builds (see sanitizer_slowdown).
 inline std::chrono::milliseconds scaled(std::chrono::milliseconds d) { return d * sanitizer_slowdown; }
 
-/// Polls `condition` every 10 ms until it holds or `limit` passes; returns
-/// whether it held.
+/// Polls `condition` every 10 ms until it holds or `limit` (by default 10 s,
+/// scaled) passes; returns whether it held.
 inline bool wait_until(const std::function<bool()>& condition,
-                       std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+                       std::chrono::milliseconds limit = scaled(std::chrono::seconds(10))) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     if (condition()) return true;

@@ -15,12 +15,14 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/backend/redis.hpp>
-#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "wire_support.hpp"
 
 using namespace std::chrono_literals;
-using dlock::test::redis_server;
+using dlock::test::numsub;
+using dlock::test::private_redis;
+using dlock::test::scaled;
 using dlock::test::wait_until;
 namespace asio = boost::asio;
 
@@ -47,109 +49,96 @@ dlock::redis::subscription subscribe(dlock::RedisBackend& redis, const std::stri
   return redis.async_subscribe(channel, box.listener(), asio::use_future).get();
 }
 
-int numsub(redis_server& server, const std::string& channel) {
-  // redis-cli prints "channel\ncount"
-  auto out = server.command({"PUBSUB", "NUMSUB", channel});
-  return std::stoi(out.substr(out.find('\n') + 1));
-}
-
 }  // namespace
 
 TEST_CASE("a message published after the subscription completes is delivered", "[pubsub]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   inbox box;
-  auto sub = subscribe(redis, "news", box);
+  auto sub = subscribe(redis.backend, "news", box);
   CHECK(sub.active());
-  server.command({"PUBLISH", "news", "hello"});
-  server.command({"PUBLISH", "other", "not for us"});
+  redis.server.command({"PUBLISH", "news", "hello"});
+  redis.server.command({"PUBLISH", "other", "not for us"});
   CHECK(wait_until([&] { return box.count("hello") == 1; }));
   CHECK(box.count("not for us") == 0);
 }
 
 TEST_CASE("many listeners share one channel subscription", "[pubsub]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   inbox a, b;
-  auto s1 = subscribe(redis, "ch", a);
-  auto s2 = subscribe(redis, "ch", b);
-  CHECK(redis.subscriber().channel_count() == 1);
-  CHECK(numsub(server, "ch") == 1);
-  server.command({"PUBLISH", "ch", "1"});
+  auto s1 = subscribe(redis.backend, "ch", a);
+  auto s2 = subscribe(redis.backend, "ch", b);
+  CHECK(redis.backend.subscriber().channel_count() == 1);
+  CHECK(numsub(redis.server, "ch") == 1);
+  redis.server.command({"PUBLISH", "ch", "1"});
   CHECK(wait_until([&] { return a.count("1") == 1 && b.count("1") == 1; }));
 
   s1.reset();
-  server.command({"PUBLISH", "ch", "2"});
+  redis.server.command({"PUBLISH", "ch", "2"});
   CHECK(wait_until([&] { return b.count("2") == 1; }));
   CHECK(a.count("2") == 0);
-  CHECK(numsub(server, "ch") == 1);
+  CHECK(numsub(redis.server, "ch") == 1);
 
   s2.reset();
-  CHECK(wait_until([&] { return numsub(server, "ch") == 0; }));
-  CHECK(redis.subscriber().channel_count() == 0);
+  CHECK(wait_until([&] { return numsub(redis.server, "ch") == 0; }));
+  CHECK(redis.backend.subscriber().channel_count() == 0);
 }
 
 TEST_CASE("a thousand subscriptions use one connection", "[pubsub]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   inbox box;
   std::vector<std::future<dlock::redis::subscription>> pending;
   for (int i = 0; i < 1000; ++i)
-    pending.push_back(redis.async_subscribe("ch:" + std::to_string(i % 100), box.listener(), asio::use_future));
+    pending.push_back(
+        redis.backend.async_subscribe("ch:" + std::to_string(i % 100), box.listener(), asio::use_future));
   std::vector<dlock::redis::subscription> subs;
   for (auto& f : pending) subs.push_back(f.get());
-  CHECK(redis.subscriber().channel_count() == 100);
-  auto clients = server.command({"CLIENT", "LIST"});
+  CHECK(redis.backend.subscriber().channel_count() == 100);
+  auto clients = redis.server.command({"CLIENT", "LIST"});
   CHECK(std::count(clients.begin(), clients.end(), '\n') + 1 == 3);  // commands, subscriber, redis-cli
-  server.command({"PUBLISH", "ch:7", "x"});
+  redis.server.command({"PUBLISH", "ch:7", "x"});
   CHECK(wait_until([&] { return box.count("x") == 10; }));
   subs.clear();
-  CHECK(wait_until([&] { return redis.subscriber().channel_count() == 0; }));
+  CHECK(wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
 }
 
 TEST_CASE("subscriptions are restored after the server restarts", "[pubsub][reconnect]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   inbox box;
-  auto sub = subscribe(redis, "events", box);
-  server.restart();
+  auto sub = subscribe(redis.backend, "events", box);
+  redis.server.restart();
   // Listeners hear that messages may have been missed, once resubscribed.
   REQUIRE(wait_until([&] { return box.count("<resync>") >= 1; }));
-  CHECK(numsub(server, "events") == 1);
-  server.command({"PUBLISH", "events", "after restart"});
+  CHECK(numsub(redis.server, "events") == 1);
+  redis.server.command({"PUBLISH", "events", "after restart"});
   CHECK(wait_until([&] { return box.count("after restart") == 1; }));
 }
 
 TEST_CASE("a subscription on an unreachable server fails with a clear error", "[pubsub]") {
-  redis_server server;
-  auto cfg = dlock::redis::parse_url(server.url());
-  cfg.command_timeout = 300ms;
-  dlock::RedisBackend redis(cfg);
-  server.stop();
+  private_redis redis(dlock::test::adjusted([](dlock::redis::config& cfg) { cfg.command_timeout = scaled(300ms); }));
+  redis.server.stop();
   inbox box;
-  auto f = redis.async_subscribe("x", box.listener(), asio::use_future);
+  auto f = redis.backend.async_subscribe("x", box.listener(), asio::use_future);
   try {
     f.get();
     FAIL("subscribed to a stopped server");
   } catch (const boost::system::system_error& e) {
     CHECK((e.code() == dlock::error::connection_refused || e.code() == dlock::error::outcome_unknown));
   }
-  CHECK(wait_until([&] { return redis.subscriber().channel_count() == 0; }));
+  CHECK(wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
 }
 
 TEST_CASE("a listener that throws does not break the subscriber", "[pubsub]") {
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
+  private_redis redis;
   inbox box;
-  auto bad = redis.async_subscribe(
+  auto bad = redis.backend.async_subscribe(
       "ch", [](std::optional<std::string_view>) { throw std::runtime_error("a listener broke its promise"); },
       asio::use_future).get();
-  auto good = subscribe(redis, "ch", box);  // after the bad one: it hears each message second
-  server.command({"PUBLISH", "ch", "1"});
-  server.command({"PUBLISH", "ch", "2"});
+  auto good = subscribe(redis.backend, "ch", box);  // after the bad one: it hears each message second
+  redis.server.command({"PUBLISH", "ch", "1"});
+  redis.server.command({"PUBLISH", "ch", "2"});
   CHECK(wait_until([&] { return box.count("1") == 1 && box.count("2") == 1; }));
   CHECK(box.count("<resync>") == 0);
-  CHECK(redis.subscriber().link().statistics().connects == 1);
+  CHECK(redis.backend.subscriber().link().statistics().connects == 1);
 }
 
 TEST_CASE("a resubscribe answered after the channel was dropped and subscribed again confirms nothing",
@@ -159,12 +148,11 @@ TEST_CASE("a resubscribe answered after the channel was dropped and subscribed a
   // listener leaves (UNSUBSCRIBE queued) and a new one arrives (a new
   // SUBSCRIBE queued behind it). The old answer must not confirm the new
   // subscription while the server has not run its SUBSCRIBE.
-  redis_server server;
-  dlock::RedisBackend redis(server.url());
-  auto& sub = redis.subscriber();
+  private_redis redis;
+  auto& sub = redis.backend.subscriber();
   auto strand = sub.link().get_executor();
   inbox first, second;
-  auto s1 = subscribe(redis, "ch", first);
+  auto s1 = subscribe(redis.backend, "ch", first);
   std::future<dlock::redis::subscription> again;
 
   bool staged = false;
@@ -183,11 +171,11 @@ TEST_CASE("a resubscribe answered after the channel was dropped and subscribed a
         asio::post(strand, watch);
         return;
       }
-      if (!wait_until([&] { return numsub(server, "ch") == 1; }, 2s)) return outcome.set_value(-1);
+      if (!wait_until([&] { return numsub(redis.server, "ch") == 1; }, scaled(2s))) return outcome.set_value(-1);
       if (first.count("<resync>") != resyncs) return outcome.set_value(0);
-      server.pause();
+      redis.server.pause();
       s1.reset();
-      again = redis.async_subscribe("ch", second.listener(), asio::use_future);
+      again = redis.backend.async_subscribe("ch", second.listener(), asio::use_future);
       outcome.set_value(1);
     };
     asio::post(strand, [&] {
@@ -198,49 +186,47 @@ TEST_CASE("a resubscribe answered after the channel was dropped and subscribed a
     int r = outcome.get_future().get();
     REQUIRE(r >= 0);
     staged = r == 1;
-    if (!staged) REQUIRE(wait_until([&] { return numsub(server, "ch") == 1; }));
+    if (!staged) REQUIRE(wait_until([&] { return numsub(redis.server, "ch") == 1; }));
   }
   REQUIRE(staged);
   // The server (paused) has not run the new SUBSCRIBE.
-  CHECK(again.wait_for(500ms) == std::future_status::timeout);
-  server.resume();
-  REQUIRE(again.wait_for(5s) == std::future_status::ready);
+  CHECK(again.wait_for(scaled(500ms)) == std::future_status::timeout);
+  redis.server.resume();
+  REQUIRE(again.wait_for(scaled(5s)) == std::future_status::ready);
   auto s2 = again.get();
   CHECK(s2.active());
-  server.command({"PUBLISH", "ch", "hello"});
+  redis.server.command({"PUBLISH", "ch", "hello"});
   CHECK(wait_until([&] { return second.count("hello") == 1; }));
   CHECK(second.count("<resync>") == 0);  // it subscribed after the reconnect
   CHECK(sub.channel_count() == 1);
   s2.reset();
   CHECK(wait_until([&] { return sub.channel_count() == 0; }));
-  CHECK(wait_until([&] { return numsub(server, "ch") == 0; }));
+  CHECK(wait_until([&] { return numsub(redis.server, "ch") == 0; }));
   // And the channel can be subscribed again from scratch.
   inbox third;
-  auto s3 = subscribe(redis, "ch", third);
-  server.command({"PUBLISH", "ch", "again"});
+  auto s3 = subscribe(redis.backend, "ch", third);
+  redis.server.command({"PUBLISH", "ch", "again"});
   CHECK(wait_until([&] { return third.count("again") == 1; }));
 }
 
 TEST_CASE("a resubscribe that fails is retried, and listeners are told", "[pubsub][reconnect]") {
-  redis_server server;
-  auto cfg = dlock::redis::parse_url(server.url());
-  cfg.reconnect_wait_max = 500ms;  // the retry interval
-  dlock::RedisBackend redis(cfg);
+  // The retry interval: reconnects wait at most 500 ms.
+  private_redis redis(dlock::test::adjusted([](dlock::redis::config& cfg) { cfg.reconnect_wait_max = 500ms; }));
   inbox box;
-  auto s = subscribe(redis, "ch", box);
+  auto s = subscribe(redis.backend, "ch", box);
   // Forbid the channel (Redis disconnects subscribers of channels an ACL
   // change forbids; drop the connection too, in case it does not): the
   // resubscribe after the reconnect fails with NOPERM.
-  server.command({"ACL", "SETUSER", "default", "resetchannels", "&other"});
-  redis.subscriber().link().drop_connection();
+  redis.server.command({"ACL", "SETUSER", "default", "resetchannels", "&other"});
+  redis.backend.subscriber().link().drop_connection();
   // The listener hears that it may miss messages.
   CHECK(wait_until([&] { return box.count("<resync>") >= 1; }));
-  server.command({"ACL", "SETUSER", "default", "allchannels"});
+  redis.server.command({"ACL", "SETUSER", "default", "allchannels"});
   // And the subscription comes back by itself.
   CHECK(wait_until([&] {
-    server.command({"PUBLISH", "ch", "back"});
+    redis.server.command({"PUBLISH", "ch", "back"});
     return box.count("back") >= 1;
   }));
   CHECK(box.count("<resync>") >= 2);  // once more when resubscribed
-  CHECK(redis.subscriber().channel_count() == 1);
+  CHECK(redis.backend.subscriber().channel_count() == 1);
 }

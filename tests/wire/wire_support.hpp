@@ -1,13 +1,18 @@
-// Small helpers shared by the wire-layer tests: an io_context on a thread
-// (and, from the harness, polling with a deadline).
+// Small helpers shared by the wire-layer tests: an io_context on a thread,
+// requests whose errors are values, and (from the harness) polling with a
+// deadline.
 #pragma once
 
 #include <chrono>
+#include <future>
+#include <memory>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <dlock/redis/connection.hpp>
 #include <support/polling.hpp>
 
 namespace dlock::test {
@@ -24,5 +29,23 @@ struct io_thread {
     runner.join();
   }
 };
+
+/// Issues `req` on a connection or backend; the future holds its error code
+/// (a callback, so that errors are values rather than exceptions).
+template <class Link>
+std::future<redis::error_code> exec_error(Link& link, redis::request req) {
+  auto done = std::make_shared<std::promise<redis::error_code>>();
+  auto f = done->get_future();
+  link.async_exec(std::move(req), [done](redis::error_code ec, redis::response) { done->set_value(ec); });
+  return f;
+}
+
+/// Starts `conn` and gives how its first connect attempt ended.
+inline std::future<redis::error_code> first_connect(redis::connection& conn) {
+  auto connected = std::make_shared<std::promise<redis::error_code>>();
+  conn.start();
+  conn.async_wait_connected([connected](redis::error_code ec) { connected->set_value(ec); });
+  return connected->get_future();
+}
 
 }  // namespace dlock::test
