@@ -96,11 +96,7 @@ return 0
     std::vector<std::string> keys{rec.name, detail::release_memory::key(rec)};
     std::vector<std::string> args{rec.owner, release_memory.ttl()};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
-    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
-    auto n = detail::integer_of(v);
-    if (n == 1) co_return std::pair{error_code{}, release_outcome::released};
-    if (n == 0) co_return std::pair{error_code{}, release_outcome::lease_lost};
-    co_return std::pair{error_code(error::unexpected_reply), release_outcome::lease_lost};
+    co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
   }
 
   /// After an acquire whose reply was lost: whether the key holds this
