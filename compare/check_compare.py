@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Runs `dlock-compare --quick` and checks its JSON: every combination of
+`--list` present once, with measured figures and a complete environment.
+Also checks that a bad option and an unreachable --redis fail with one
+clear line and a non-zero exit.
+
+usage: check_compare.py DLOCK_COMPARE OUT_DIR
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def fail(msg):
+    print("check_compare: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def one_line_failure(exe, args, code, contains):
+    r = subprocess.run([exe] + args, capture_output=True, text=True, timeout=60)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    if r.returncode != code:
+        fail(f"{args}: exit {r.returncode}, expected {code}; stderr: {r.stderr!r}")
+    if len(lines) != 1 or contains not in lines[0]:
+        fail(f"{args}: expected one line containing {contains!r}, got {r.stderr!r}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_shared_server(exe, out):
+    """With --redis, the run touches only its own keys and deletes them all
+    (the locks and their marker keys)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as d:
+        server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                   "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
+        try:
+            cli = ["redis-cli", "-p", str(port)]
+            for _ in range(100):
+                if subprocess.run(cli + ["PING"], capture_output=True, text=True).stdout.strip() == "PONG":
+                    break
+                time.sleep(0.05)
+            subprocess.run(cli + ["SET", "someone:else", "1"], check=True, capture_output=True)
+            r = subprocess.run([exe, "--redis", f"redis://127.0.0.1:{port}", "--quick", "--filter", "token",
+                                "--out", out], capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                fail(f"--redis run exited {r.returncode}: {r.stderr}")
+            keys = subprocess.run(cli + ["KEYS", "*"], capture_output=True, text=True).stdout.split()
+            if keys != ["someone:else"]:
+                fail(f"--redis left keys behind or touched others: {keys[:5]} ({len(keys)} keys)")
+        finally:
+            server.kill()
+            server.wait()
+
+
+def main():
+    exe, out = sys.argv[1], sys.argv[2]
+    listed = subprocess.run([exe, "--list"], capture_output=True, text=True, check=True).stdout
+    names = [l.split("\t")[0] for l in listed.splitlines() if l.strip()]
+    if len(names) < 20 or len(set(names)) != len(names):
+        fail(f"--list gave {len(names)} names, with duplicates: {names}")
+
+    r = subprocess.run([exe, "--quick", "--out", out], capture_output=True, text=True, timeout=240)
+    if r.returncode != 0:
+        fail(f"--quick exited {r.returncode}: {r.stderr}")
+    if "[1/" not in r.stderr:
+        fail("no progress on stderr")
+    with open(os.path.join(out, "compare.json")) as f:
+        data = json.load(f)
+
+    env = data["environment"]
+    for key in ("redis_version", "compiler", "dlock_version", "git_commit"):
+        if not env.get(key):
+            fail(f"environment.{key} is empty")
+    if not env["cpu_count"] > 0 or not env["ping"]["p50_us"] > 0:
+        fail(f"environment figures missing: {env}")
+
+    got = [c["name"] for c in data["combinations"]]
+    if sorted(got) != sorted(names):
+        fail(f"combinations differ from --list: missing {set(names) - set(got)}, extra {set(got) - set(names)}")
+    for c in data["combinations"]:
+        u = c["uncontended"]
+        if not (u["samples"] > 0 and 0 < u["p50_us"] <= u["p99_us"] and u["p50_ping"] > 0):
+            fail(f"{c['name']}: uncontended figures look wrong: {u}")
+        if not c["reproduces"] or c["reproduces"] == "custom":
+            fail(f"{c['name']}: says it reproduces {c['reproduces']!r}")
+        if c["name"] not in r.stdout:
+            fail(f"{c['name']} is not in the table on stdout")
+
+    check_shared_server(exe, out + "-shared")
+    one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
+    one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")
+    one_line_failure(exe, ["--redis", "redis://127.0.0.1:1", "--filter", "token/fixed/spin"], 1, "dlock-compare:")
+    one_line_failure(exe, ["--redis", "http://x"], 1, "--redis")
+    print(f"check_compare: {len(got)} combinations, PING p50 {env['ping']['p50_us']:.1f} us")
+
+
+if __name__ == "__main__":
+    main()

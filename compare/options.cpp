@@ -1,0 +1,87 @@
+#include "options.hpp"
+
+namespace dlock::compare {
+
+std::string usage() {
+  return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--out DIR] [--list]\n"
+         "\n"
+         "Compares every lock combination dlock compiles, on one Redis, and writes\n"
+         "a table to stdout and every figure to DIR/compare.json.\n"
+         "\n"
+         "  --redis URL       use this server (keys under a prefix of the run's own,\n"
+         "                    deleted afterwards); default: a private redis-server\n"
+         "                    on a free port of 127.0.0.1\n"
+         "  --filter PATTERN  only the combinations whose name contains PATTERN\n"
+         "                    ('*' matches anything: 'hash/*/pubsub')\n"
+         "  --quick           short measurements (the whole run in under a minute)\n"
+         "  --thorough        long measurements\n"
+         "  --out DIR         where compare.json goes (default: compare-out)\n"
+         "  --list            print the combinations and exit\n";
+}
+
+std::optional<options> parse_options(const std::vector<std::string_view>& args, std::string& why) {
+  options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    auto a = args[i];
+    auto value = [&](std::string& into) {
+      if (i + 1 >= args.size() || args[i + 1].empty() || args[i + 1].substr(0, 2) == "--") {
+        why = std::string(a) + " needs a value";
+        return false;
+      }
+      into = std::string(args[++i]);
+      return true;
+    };
+    if (a == "--redis") {
+      if (!value(o.redis_url)) return std::nullopt;
+    } else if (a == "--filter") {
+      if (!value(o.filter)) return std::nullopt;
+    } else if (a == "--out") {
+      if (!value(o.out_dir)) return std::nullopt;
+    } else if (a == "--quick" || a == "--thorough") {
+      auto wanted = a == "--quick" ? depth::quick : depth::thorough;
+      if (o.how != depth::normal && o.how != wanted) {
+        why = "--quick and --thorough exclude each other";
+        return std::nullopt;
+      }
+      o.how = wanted;
+    } else if (a == "--list") {
+      o.list = true;
+    } else if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else {
+      why = "unknown option '" + std::string(a) + "'";
+      return std::nullopt;
+    }
+  }
+  return o;
+}
+
+bool matches(std::string_view filter, std::string_view name) {
+  if (filter.empty()) return true;
+  auto star = filter.find('*');
+  if (star == std::string_view::npos) return name.find(filter) != std::string_view::npos;
+  // Glob with '*': every piece in order, the first anchored only if the
+  // pattern does not start with '*' (and likewise the last).
+  std::size_t at = 0;
+  bool first = true;
+  while (true) {
+    auto piece = filter.substr(0, star);
+    if (first && !piece.empty()) {
+      if (name.substr(0, piece.size()) != piece) return false;
+      at = piece.size();
+    } else if (!piece.empty()) {
+      auto found = name.find(piece, at);
+      if (found == std::string_view::npos) return false;
+      at = found + piece.size();
+    }
+    first = false;
+    if (star == std::string_view::npos) {
+      // The last piece must end the name unless the pattern ended with '*'.
+      return piece.empty() || name.substr(name.size() - std::min(name.size(), piece.size())) == piece;
+    }
+    filter = filter.substr(star + 1);
+    star = filter.find('*');
+  }
+}
+
+}  // namespace dlock::compare

@@ -1,0 +1,34 @@
+// dlock-compare's command line: what to run, where, and how long.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::compare {
+
+/// How long each measurement runs.
+enum class depth { quick, normal, thorough };
+
+struct options {
+  std::string redis_url;   ///< empty: start a private redis-server
+  std::string filter;      ///< substring of combination names; empty: all
+  std::string out_dir = "compare-out";
+  depth how = depth::normal;
+  bool list = false;
+  bool help = false;
+};
+
+/// Parses argv (without argv[0]). On a bad option, returns nullopt and
+/// sets `why` to one sentence naming it.
+std::optional<options> parse_options(const std::vector<std::string_view>& args, std::string& why);
+
+/// The usage text, for --help and after a bad option.
+std::string usage();
+
+/// Whether `name` passes the filter: a plain substring match, or `*` as a
+/// wildcard for any run of characters ("hash/*/pubsub").
+bool matches(std::string_view filter, std::string_view name);
+
+}  // namespace dlock::compare
