@@ -61,6 +61,36 @@ def check_shared_server(exe, out):
             server.wait()
 
 
+def check_faults(data):
+    """The verdicts the designs must give (see docs/algorithms.md)."""
+    faults = {f"{f['ownership']}/{f['renewal']}": f for f in data["faults"]}
+    pairs = {f"{c['ownership']}/{c['renewal']}" for c in data["combinations"]}
+    if set(faults) != pairs:
+        fail(f"fault stories for {sorted(faults)}, expected {sorted(pairs)}")
+    for pair, f in faults.items():
+        freed = f["killed_freed_ms"]
+        if f["renewal"] == "none":
+            if freed is not None:  # A1 and A2n: a crashed holder keeps the lock
+                fail(f"{pair}: a killed holder's unleased lock was freed after {freed} ms")
+        else:
+            # Within its lease, plus one renewal period under the watchdog,
+            # plus slack for the waiter's own polling and a loaded machine.
+            bound = f["lease_ms"] + f["period_ms"] + 600
+            if freed is None or freed > bound:
+                fail(f"{pair}: a killed holder's lock was freed after {freed} ms, bound {bound} ms")
+        late = f["late_release_deleted_other"]
+        if f["renewal"] == "fixed":
+            if f["ownership"] in ("token", "hash", "getset") and late is not False:
+                fail(f"{pair}: a late release deleted the next owner's key ({late})")
+            if f["ownership"] in ("setnx", "naive") and late is not True:
+                fail(f"{pair}: a late release by an unchecked DEL should delete the next owner's key ({late})")
+        elif late is not None:
+            fail(f"{pair}: late release is not applicable to {f['renewal']}, got {late}")
+        if f["renewal"] != "none" and not (f["paused_other_acquired"] and f["paused_overlap"]):
+            # No lease survives a paused holder: the next holder gets in, and both work.
+            fail(f"{pair}: the paused holder's story did not end in an overlap: {f}")
+
+
 def main():
     exe, out = sys.argv[1], sys.argv[2]
     listed = subprocess.run([exe, "--list"], capture_output=True, text=True, check=True).stdout
@@ -94,7 +124,17 @@ def main():
             fail(f"{c['name']}: says it reproduces {c['reproduces']!r}")
         if c["name"] not in r.stdout:
             fail(f"{c['name']} is not in the table on stdout")
+        runs = c["contention"]
+        if [x["workers"] for x in runs] != [2, 8]:
+            fail(f"{c['name']}: quick contention runs are {[x['workers'] for x in runs]}, expected [2, 8]")
+        for x in runs:
+            if x["errors"] or not x["cycles"] > 0 or not x["fewest"] <= x["most"]:
+                fail(f"{c['name']}: contention with {x['workers']} workers looks wrong: {x}")
+            # Owner-checked designs must exclude: no overlapping holds, no lost update.
+            if c["ownership"] in ("token", "hash") and (x["overlaps"] or x["lost_updates"]):
+                fail(f"{c['name']}: {x['overlaps']} overlaps, {x['lost_updates']} lost updates with {x['workers']} workers")
 
+    check_faults(data)
     check_shared_server(exe, out + "-shared")
     one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
     one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")

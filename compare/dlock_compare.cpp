@@ -2,21 +2,28 @@
 // on one Redis (a private redis-server unless --redis is given), as a table
 // on stdout and every figure in DIR/compare.json.
 #include <cstdio>
+#include <chrono>
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <dlock/combinations.hpp>
 #include <dlock/detail/random.hpp>
+#include <support/child_process.hpp>
 #include <support/redis_server.hpp>
 
+#include "contention.hpp"
+#include "faults.hpp"
 #include "measure.hpp"
 #include "options.hpp"
 #include "report.hpp"
@@ -103,13 +110,110 @@ class progress {
 
 struct counts {
   int ping, cycles;
+  std::vector<int> workers;  // contention runs
+  std::chrono::milliseconds contention, start_delay;
+  std::chrono::milliseconds fault_lease;
 };
 counts counts_for(depth d) {
+  using std::chrono::milliseconds;
   switch (d) {
-    case depth::quick: return {300, 100};
-    case depth::thorough: return {20000, 5000};
-    default: return {3000, 1000};
+    case depth::quick: return {300, 100, {2, 8}, milliseconds(250), milliseconds(200), milliseconds(300)};
+    case depth::thorough: return {20000, 5000, {2, 8, 32}, milliseconds(3000), milliseconds(500), milliseconds(2000)};
+    default: return {3000, 1000, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000)};
   }
+}
+
+// All commands the server has run so far (INFO commandstats).
+std::int64_t commands_run(dlock::RedisBackend& redis) {
+  auto text = redis.command(dlock::redis::request().push("INFO", "commandstats")).str;
+  std::int64_t total = 0;
+  for (std::size_t at = text.find("calls="); at != std::string::npos; at = text.find("calls=", at + 6))
+    total += std::stoll(text.substr(at + 6));
+  return total;
+}
+
+// One contention run of L with `workers` workers, half in each of two
+// processes (this program, run with --worker).
+template <class L>
+contention_result contend(dlock::RedisBackend& redis, const std::string& url, const std::string& key, int workers,
+                          const counts& n, double ping_us) {
+  const std::string name = L::combination_name(), counter = key + ":counter";
+  redis.command(dlock::redis::request().push("SET", counter, 0));
+  auto before = commands_run(redis);
+  auto start = dlock::test::monotonic_ns() + std::chrono::nanoseconds(n.start_delay).count();
+  auto duration = std::chrono::nanoseconds(n.contention).count();
+  const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<std::unique_ptr<dlock::test::child_process>> children;
+  for (int p = 0; p < 2; ++p) {
+    int threads = workers / 2 + (p < workers % 2 ? 1 : 0);
+    children.push_back(std::make_unique<dlock::test::child_process>(
+        self, std::vector<std::string>{"--worker", name, url, key, counter, "p" + std::to_string(p),
+                                       std::to_string(threads), std::to_string(start), std::to_string(duration)}));
+  }
+  std::vector<cycle> cycles;
+  dlock::test::hold_history history;
+  std::vector<std::string> errors;
+  for (auto& c : children) {
+    bool complete = false;
+    auto out = c->read_rest(n.contention + n.start_delay + std::chrono::seconds(120), complete);
+    if (!complete) throw std::runtime_error(name + ": a worker process did not finish");
+    if (int rc = c->wait(); rc != 0) errors.push_back("worker process exited with " + std::to_string(rc));
+    auto e = collect(out, key, cycles, history);
+    errors.insert(errors.end(), e.begin(), e.end());
+  }
+  auto after = commands_run(redis);
+  auto v = redis.command(dlock::redis::request().push("GET", counter));
+  auto r = summarize(workers, duration, std::move(cycles), history, v.is_null() ? 0 : std::stoll(v.str), ping_us);
+  r.errors = errors.size();
+  for (std::size_t i = 0; i < errors.size() && i < 3; ++i) std::fprintf(stderr, "  %s: %s\n", name.c_str(), errors[i].c_str());
+  // The INFO that took `before` counts in `after`; the critical section is two commands.
+  if (r.cycles) r.commands_per_acquisition = static_cast<double>(after - before - 1 - 2 * static_cast<std::int64_t>(r.cycles)) / static_cast<double>(r.cycles);
+  return r;
+}
+
+// Calls f(type_c<L>) for the combination named `name`; false if none is.
+template <class F>
+bool with_combination(const std::string& name, F&& f) {
+  bool found = false;
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (found || L::combination_name() != name) return;
+    found = true;
+    f(type);
+  });
+  if (!found) std::fprintf(stderr, "dlock-compare: no combination '%s'\n", name.c_str());
+  return found;
+}
+
+// The --hold side of the fault stories (see faults.hpp).
+int hold_mode(const std::vector<std::string_view>& args) {
+  if (args.size() != 5) {
+    std::fprintf(stderr, "dlock-compare --hold: expected 5 arguments\n");
+    return 2;
+  }
+  int rc = 2;
+  with_combination(std::string(args[0]), [&](auto type) {
+    using L = typename decltype(type)::type;
+    rc = hold_main<L>(std::string(args[1]), std::string(args[2]), std::stoll(std::string(args[3])),
+                      std::stoll(std::string(args[4])));
+  });
+  return rc;
+}
+
+// The --worker side: finds the combination by name and runs its share.
+int worker_main(const std::vector<std::string_view>& args) {
+  if (args.size() != 8) {
+    std::fprintf(stderr, "dlock-compare --worker: expected 8 arguments\n");
+    return 2;
+  }
+  worker_args a{std::string(args[0]), std::string(args[1]), std::string(args[2]), std::string(args[3]),
+                std::string(args[4]), std::stoi(std::string(args[5])), std::stoll(std::string(args[6])),
+                std::stoll(std::string(args[7]))};
+  bool found = with_combination(a.combination, [&](auto type) {
+    using L = typename decltype(type)::type;
+    for (auto& line : run_workers<L>(a)) std::printf("%s\n", line.c_str());
+  });
+  return found ? 0 : 2;
 }
 
 int run(const options& o) {
@@ -143,7 +247,7 @@ int run(const options& o) {
   env.ping = ping(redis, n.ping);
 
   auto names = selected(o);
-  progress bar(names.size());
+  progress bar(names.size() * (1 + n.workers.size()));
   std::vector<combination_result> rows;
   std::size_t i = 0;
   dlock::combinations::for_each([&](auto type) {
@@ -158,18 +262,39 @@ int run(const options& o) {
     r.reproduces = reproduces(r.ownership, r.renewal);
     try {
       r.uncontended = uncontended<L>(redis, prefix + "uncontended:" + r.name, n.cycles);
+      for (int w : n.workers) {
+        bar.step(i++, r.name + ": " + std::to_string(w) + " workers in 2 processes for " +
+                          std::to_string(n.contention.count()) + " ms");
+        r.contention.push_back(
+            contend<L>(redis, url, prefix + "contended:" + r.name + ":" + std::to_string(w), w, n, env.ping.p50_us));
+      }
     } catch (const std::system_error& e) {
       throw std::runtime_error(r.name + ": " + e.what());
     }
     rows.push_back(std::move(r));
   });
+  // The fault stories: once per ownership and renewal pair, with the first
+  // combination of the pair whose wait retries.
+  std::vector<fault_result> faults;
+  std::set<std::string> pairs;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (!matches(o.filter, L::combination_name())) return;
+    if constexpr (!std::is_same_v<typename L::wait_type, dlock::wait::TryOnce>) {
+      auto pair = std::string(L::ownership_type::policy_name) + "/" + L::renewal_type::policy_name;
+      if (!pairs.insert(pair).second) return;
+      std::fprintf(stderr, "fault stories: %s (as %s)\n", pair.c_str(), L::combination_name().c_str());
+      faults.push_back(fault_stories<L>(redis, self, url, prefix + "faults:" + pair, n.fault_lease));
+    }
+  });
   auto deleted = delete_keys(redis, prefix);
   if (!private_server) std::fprintf(stderr, "deleted the run's %zu keys (%s*)\n", deleted, prefix.c_str());
 
-  std::printf("%s", table(env, rows).c_str());
+  std::printf("%s", table(env, rows, faults).c_str());
   std::filesystem::create_directories(o.out_dir);
   auto path = std::filesystem::path(o.out_dir) / "compare.json";
-  std::ofstream(path) << json(env, rows);
+  std::ofstream(path) << json(env, rows, faults);
   std::fprintf(stderr, "wrote %s\n", path.c_str());
   return 0;
 }
@@ -178,6 +303,13 @@ int run(const options& o) {
 
 int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "--worker") return worker_main({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "--hold") try {
+      return hold_mode({args.begin() + 1, args.end()});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlock-compare --hold: %s\n", e.what());
+      return 1;
+    }
   std::string why;
   auto o = parse_options(args, why);
   if (!o) {

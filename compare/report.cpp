@@ -59,9 +59,28 @@ std::string padded(std::string s, std::size_t width) {
   return s;
 }
 
+std::string contention_json(const contention_result& c, double ping_us) {
+  return "{\"workers\": " + std::to_string(c.workers) + ", \"seconds\": " + number(c.seconds) +
+         ", \"cycles\": " + std::to_string(c.cycles) + ", \"cycles_per_s\": " + number(c.cycles_per_s) +
+         ", \"handoff\": " + latency_json(c.handoff, ping_us) + ", \"most\": " + std::to_string(c.most) +
+         ", \"fewest\": " + std::to_string(c.fewest) +
+         ", \"commands_per_acquisition\": " + number(c.commands_per_acquisition) +
+         ", \"overlaps\": " + std::to_string(c.overlaps) + ", \"lost_updates\": " + std::to_string(c.lost_updates) +
+         ", \"errors\": " + std::to_string(c.errors) + "}";
+}
+
+// The run the table shows: the one with 8 workers, else the largest.
+const contention_result* shown(const combination_result& r) {
+  const contention_result* best = nullptr;
+  for (auto& c : r.contention)
+    if (!best || c.workers == 8 || (best->workers != 8 && c.workers > best->workers)) best = &c;
+  return best;
+}
+
 }  // namespace
 
-std::string table(const environment& env, const std::vector<combination_result>& rows) {
+std::string table(const environment& env, const std::vector<combination_result>& rows,
+                  const std::vector<fault_result>& faults) {
   const double ping = env.ping.p50_us;
   std::string out = "PING round trip (p50): " + fmt("%.1f", ping) + " us on Redis " + env.redis_version + " (" +
                     env.redis_target + "), " + std::to_string(env.cpu_count) + " CPUs\n\n";
@@ -71,16 +90,44 @@ std::string table(const environment& env, const std::vector<combination_result>&
     rep_w = std::max(rep_w, r.reproduces.size());
   }
   out += padded("combination", name_w) + "  " + padded("reproduces", rep_w) +
-         "  uncontended cycle: p50 us  p50/PING  p99/PING\n";
+         "  cycle p50/PING  p99/PING |  W  cycles/s  hand-off p50/PING  cmds/acq  most-fewest | overlaps  lost\n";
   for (auto& r : rows) {
     out += padded(r.name, name_w) + "  " + padded(r.reproduces, rep_w) + "  " +
-           padded(fmt("%25.1f", r.uncontended.p50_us), 25) + fmt("  %8.2f", r.uncontended.p50_us / ping) +
-           fmt("  %8.2f", r.uncontended.p99_us / ping) + "\n";
+           fmt("%14.2f", r.uncontended.p50_us / ping) + fmt("  %8.2f", r.uncontended.p99_us / ping);
+    if (auto* c = shown(r)) {
+      std::size_t overlaps = 0;
+      long long lost = 0;
+      for (auto& each : r.contention) {  // the safety columns count every run
+        overlaps += each.overlaps;
+        lost += each.lost_updates;
+      }
+      out += " | " + fmt("%2.0f", c->workers) + fmt("  %8.0f", c->cycles_per_s) +
+             (c->handoff.samples ? fmt("  %17.2f", c->handoff.p50_us / ping) : std::string(19, ' ').replace(18, 1, "-")) + fmt("  %8.1f", c->commands_per_acquisition) + "  " +
+             padded(std::to_string(c->most) + "-" + std::to_string(c->fewest), 11) + " | " +
+             fmt("%8.0f", static_cast<double>(overlaps)) + fmt("  %4.0f", static_cast<double>(lost));
+    }
+    out += "\n";
+  }
+  out += "\ncycle: one uncontended acquire + release. W workers over two processes run the inventory's\n"
+         "GET + SET under the lock; hand-off: a release's reply to another worker's acquire reply; cmds/acq: Redis\n"
+         "commands per acquisition besides the GET and SET; overlaps and lost updates: over every W.\n";
+  if (faults.empty()) return out;
+  double lease = 0;
+  for (auto& f : faults) lease = std::max(lease, f.lease_ms);
+  out += "\nfault stories (lease " + fmt("%.0f", lease) +
+         " ms)     killed holder: freed after | paused past its lease: overlap, its release | late release: deleted the next owner's key\n";
+  for (auto& f : faults) {
+    std::string killed = f.killed_freed_ms ? fmt("%.0f ms", *f.killed_freed_ms) : "never (" + fmt("%.0f ms", f.waited_ms) + ")";
+    std::string paused = !f.paused_other_acquired ? "nobody else got in" : f.paused_overlap ? "OVERLAP" : "no overlap";
+    std::string late = !f.late_release_deleted_other ? "n/a" : *f.late_release_deleted_other ? "YES" : "no";
+    out += padded(f.ownership + "/" + f.renewal, 26) + padded(killed, 28) + " | " + padded(paused, 19) + " " +
+           padded(f.paused_release, 11) + " | " + late + "\n";
   }
   return out;
 }
 
-std::string json(const environment& env, const std::vector<combination_result>& rows) {
+std::string json(const environment& env, const std::vector<combination_result>& rows,
+                 const std::vector<fault_result>& faults) {
   const double ping = env.ping.p50_us;
   std::string out = "{\n  \"environment\": {\n";
   out += "    \"redis_version\": " + quoted(env.redis_version) + ",\n";
@@ -97,7 +144,23 @@ std::string json(const environment& env, const std::vector<combination_result>& 
     out += "    {\"name\": " + quoted(r.name) + ", \"ownership\": " + quoted(r.ownership) +
            ", \"renewal\": " + quoted(r.renewal) + ", \"wait\": " + quoted(r.wait) +
            ", \"reproduces\": " + quoted(r.reproduces) + ",\n     \"uncontended\": " +
-           latency_json(r.uncontended, ping) + "}";
+           latency_json(r.uncontended, ping) + ",\n     \"contention\": [";
+    for (std::size_t k = 0; k < r.contention.size(); ++k)
+      out += (k ? ",\n       " : "\n       ") + contention_json(r.contention[k], ping);
+    out += "]}";
+  }
+  out += "\n  ],\n  \"faults\": [";
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    auto& f = faults[i];
+    out += i ? ",\n" : "\n";
+    out += "    {\"combination\": " + quoted(f.combination) + ", \"ownership\": " + quoted(f.ownership) +
+           ", \"renewal\": " + quoted(f.renewal) + ", \"lease_ms\": " + number(f.lease_ms) +
+           ", \"period_ms\": " + number(f.period_ms) + ", \"waited_ms\": " + number(f.waited_ms) +
+           ",\n     \"killed_freed_ms\": " + (f.killed_freed_ms ? number(*f.killed_freed_ms) : "null") +
+           ", \"paused_other_acquired\": " + (f.paused_other_acquired ? "true" : "false") +
+           ", \"paused_overlap\": " + (f.paused_overlap ? "true" : "false") +
+           ", \"paused_release\": " + quoted(f.paused_release) + ", \"late_release_deleted_other\": " +
+           (f.late_release_deleted_other ? (*f.late_release_deleted_other ? "true" : "false") : "null") + "}";
   }
   out += "\n  ]\n}\n";
   return out;

@@ -18,12 +18,45 @@ struct latency {
 /// The p50 and p99 of `samples_us` (which it sorts).
 latency percentiles(std::vector<double>& samples_us);
 
+/// One contention run: `workers` workers over two processes, each on its
+/// own connections, running the inventory's critical section (GET, then SET
+/// one higher) on one lock.
+struct contention_result {
+  int workers = 0;
+  double seconds = 0;
+  std::size_t cycles = 0;
+  double cycles_per_s = 0;
+  /// From a release's reply to the next holder's acquire reply, when the
+  /// next holder is another worker (0 when its acquire was answered first;
+  /// no samples when one worker kept taking the lock back).
+  latency handoff;
+  std::size_t most = 0, fewest = 0;  ///< acquisitions of the busiest and the idlest worker
+  /// Redis commands per acquisition, besides the critical section's two
+  /// (INFO commandstats before and after; includes the workers' connects).
+  double commands_per_acquisition = 0;
+  std::size_t overlaps = 0;     ///< holds that began before the previous one ended
+  long long lost_updates = 0;   ///< cycles minus the counter's final value
+  std::size_t errors = 0;       ///< failed operations reported by workers
+};
+
+/// The fault stories of one ownership and renewal pair (see faults.hpp).
+struct fault_result {
+  std::string combination, ownership, renewal;
+  double lease_ms = 0, period_ms = 0, waited_ms = 0;
+  std::optional<double> killed_freed_ms;  ///< nullopt: never, within waited_ms
+  bool paused_other_acquired = false;     ///< someone else got it while the holder was stopped
+  bool paused_overlap = false;            ///< and the two critical sections overlapped
+  std::string paused_release;             ///< what the resumed holder's release reported
+  std::optional<bool> late_release_deleted_other;  ///< nullopt: no lease that runs out
+};
+
 /// Everything measured for one combination.
 struct combination_result {
   std::string name;  ///< "token/fixed/spin"
   std::string ownership, renewal, wait;
   std::string reproduces;  ///< the article algorithm, as docs/algorithms.md names it
   latency uncontended;     ///< one acquire + release, blocking interface
+  std::vector<contention_result> contention;
 };
 
 /// Where and how the run happened.
@@ -36,10 +69,13 @@ struct environment {
 };
 
 /// The table for stdout: one row per combination, times as ratios of the
-/// PING round trip beside the microseconds.
-std::string table(const environment& env, const std::vector<combination_result>& rows);
+/// PING round trip; then the fault stories, one row per pair.
+std::string table(const environment& env, const std::vector<combination_result>& rows,
+                  const std::vector<fault_result>& faults);
 
-/// The whole run as JSON (an object with "environment" and "combinations").
-std::string json(const environment& env, const std::vector<combination_result>& rows);
+/// The whole run as JSON (an object with "environment", "combinations" and
+/// "faults").
+std::string json(const environment& env, const std::vector<combination_result>& rows,
+                 const std::vector<fault_result>& faults);
 
 }  // namespace dlock::compare

@@ -11,21 +11,13 @@
 #include <string>
 
 #include <dlock/dlock.hpp>
-#include <support/redis_server.hpp>
+#include "example_redis.hpp"
 
 using namespace std::chrono_literals;
 
 int main(int argc, char** argv) try {
-  std::optional<dlock::test::redis_server> private_server;
-  std::string url;
-  if (argc > 1) {
-    url = argv[1];
-  } else {
-    private_server.emplace();
-    url = private_server->url();
-    std::printf("started a private redis-server: %s\n", url.c_str());
-  }
-  dlock::RedisBackend redis(url);
+  dlock::examples::example_redis target(argc, argv);
+  dlock::RedisBackend redis(target.url);
 
   // The plain form: Redisson's RLock, owned by this thread.
   dlock::Lock<> order(redis, "orders:42");

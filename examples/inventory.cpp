@@ -7,13 +7,12 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <dlock/dlock.hpp>
-#include <support/redis_server.hpp>
+#include "example_redis.hpp"
 
 namespace {
 
@@ -42,9 +41,8 @@ long long run(dlock::RedisBackend& redis, Guard&& guarded) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::optional<dlock::test::redis_server> private_server;
-  std::string url = argc > 1 ? argv[1] : (private_server.emplace(), private_server->url());
-  dlock::RedisBackend redis(url);
+  dlock::examples::example_redis target(argc, argv);
+  dlock::RedisBackend redis(target.url);
 
   long long unlocked = run(redis, [](auto&& work) { work(); });
   std::printf("without a lock: %d orders left %lld items (expected 1)\n", orders, unlocked);

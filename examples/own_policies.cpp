@@ -12,7 +12,7 @@
 #include <thread>
 
 #include <dlock/dlock.hpp>
-#include <support/redis_server.hpp>
+#include "example_redis.hpp"
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
@@ -69,16 +69,8 @@ struct Linear {
 using ReportLock = dlock::Lock<dlock::RedisBackend, dlock::ownership::Token, EagerWatchdog, Linear>;
 
 int main(int argc, char** argv) try {
-  std::optional<dlock::test::redis_server> private_server;
-  std::string url;
-  if (argc > 1) {
-    url = argv[1];
-  } else {
-    private_server.emplace();
-    url = private_server->url();
-    std::printf("started a private redis-server: %s\n", url.c_str());
-  }
-  dlock::RedisBackend redis(url);
+  dlock::examples::example_redis target(argc, argv);
+  dlock::RedisBackend redis(target.url);
   ReportLock report(redis, "lock:report", {}, EagerWatchdog{1500ms}, Linear{5ms, 50ms});
   std::printf("%s: a Token lock with two policies written in this file\n", ReportLock::combination_name().c_str());
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <dlock/dlock.hpp>
+#include <support/child_process.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
 
@@ -84,28 +85,14 @@ std::error_code error_of(std::future<T> f) {
 /// The lock_worker program built beside the tests.
 std::string worker_path();
 
-/// A running lock_worker process; killed (SIGKILL) and reaped on destruction.
-class worker {
+/// A running lock_worker (or another program's) process; killed (SIGKILL)
+/// and reaped on destruction.
+class worker : public child_process {
  public:
   /// Runs lock_worker with `args`.
-  explicit worker(const std::vector<std::string>& args);
+  explicit worker(const std::vector<std::string>& args) : child_process(worker_path(), args) {}
   /// Runs `program` (a path) with `args`.
-  worker(std::string program, const std::vector<std::string>& args);
-  ~worker();
-  worker(const worker&) = delete;
-  worker& operator=(const worker&) = delete;
-
-  /// Reads one line of the worker's output (waits up to `limit`); empty on
-  /// timeout or end of output.
-  std::string read_line(std::chrono::milliseconds limit = scaled(20s));
-  /// Waits for the worker to exit; returns its exit status (or -signal).
-  int wait();
-  void kill();
-
- private:
-  int pid_ = -1;
-  int out_ = -1;
-  std::string buffer_;
+  worker(std::string program, const std::vector<std::string>& args) : child_process(std::move(program), args) {}
 };
 
 }  // namespace dlock::test

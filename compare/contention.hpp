@@ -1,0 +1,113 @@
+// dlock-compare's contention phase. W workers, spread over two processes,
+// each with its own backend (its own connections), run the inventory's
+// critical section on one lock for a fixed time: take the lock, GET a
+// counter, SET it one higher, release. Every cycle is stamped on
+// CLOCK_MONOTONIC, which all processes of the machine share:
+//   cycle <worker> <acquire answered> <release sent> <release answered>
+// The parent merges the stamps into figures and a hold history.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <dlock/dlock.hpp>
+#include <support/hold_history.hpp>
+
+#include "report.hpp"
+
+namespace dlock::compare {
+
+/// One worker process's share of a contention run.
+struct worker_args {
+  std::string combination, url, lock, counter, id;
+  int threads = 1;
+  std::int64_t start_ns = 0, duration_ns = 0;
+};
+
+/// The stamps of one cycle, in CLOCK_MONOTONIC nanoseconds.
+struct cycle {
+  std::string worker;
+  std::int64_t acquired = 0, release_sent = 0, released = 0;
+};
+
+namespace detail {
+
+inline void sleep_until_ns(std::int64_t t) {
+  auto left = t - test::monotonic_ns();
+  if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
+}
+
+// Takes the lock before `deadline_ns`: the wait policy waits (TryOnce: the
+// caller retries every millisecond, as user code around a try-once lock
+// would). False when the deadline passed first.
+template <class L>
+bool take(L& lock, std::int64_t deadline_ns) {
+  for (;;) {
+    auto left = deadline_ns - test::monotonic_ns();
+    if (left <= 0) return false;
+    if constexpr (std::is_same_v<typename L::wait_type, wait::TryOnce>) {
+      if (lock.try_lock()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      return lock.try_lock_for(std::chrono::nanoseconds(left));
+    }
+  }
+}
+
+}  // namespace detail
+
+/// The worker side: runs `a.threads` threads of cycles on lock type L and
+/// returns the lines to print ("cycle ..." per cycle, "error ..." per
+/// failure).
+template <class L>
+std::vector<std::string> run_workers(const worker_args& a) {
+  std::vector<std::vector<std::string>> out(static_cast<std::size_t>(a.threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < a.threads; ++t) {
+    pool.emplace_back([&, t] {
+      auto& lines = out[static_cast<std::size_t>(t)];
+      const std::string me = a.id + "." + std::to_string(t);
+      try {
+        RedisBackend redis(a.url);
+        L lock(redis, a.lock);
+        detail::sleep_until_ns(a.start_ns);
+        const auto end = a.start_ns + a.duration_ns;
+        while (test::monotonic_ns() < end) {
+          if (!detail::take(lock, end)) break;
+          cycle c{me, test::monotonic_ns()};
+          auto v = redis.command(redis::request().push("GET", a.counter));
+          long long n = v.is_null() ? 0 : std::stoll(v.str);
+          redis.command(redis::request().push("SET", a.counter, n + 1));
+          c.release_sent = test::monotonic_ns();
+          std::error_code ec;
+          lock.unlock(ec);
+          c.released = test::monotonic_ns();
+          if (ec) lines.push_back("error " + me + " unlock: " + ec.message());
+          lines.push_back("cycle " + me + " " + std::to_string(c.acquired) + " " + std::to_string(c.release_sent) +
+                          " " + std::to_string(c.released));
+        }
+      } catch (const std::exception& e) {
+        lines.push_back("error " + me + " " + e.what());
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  std::vector<std::string> all;
+  for (auto& lines : out) all.insert(all.end(), lines.begin(), lines.end());
+  return all;
+}
+
+/// What the parent computes from the merged cycles of one run.
+contention_result summarize(int workers, std::int64_t duration_ns, std::vector<cycle> cycles,
+                            const test::hold_history& history, std::int64_t counter, double ping_us);
+
+/// Parses "cycle ..." lines into `cycles` and the history (lock `lock`);
+/// returns the "error ..." lines.
+std::vector<std::string> collect(const std::string& output, const std::string& lock, std::vector<cycle>& cycles,
+                                 test::hold_history& history);
+
+}  // namespace dlock::compare
