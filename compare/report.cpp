@@ -109,8 +109,9 @@ std::string table(const environment& env, const std::vector<combination_result>&
     out += "\n";
   }
   out += "\ncycle: one uncontended acquire + release. W workers over two processes run the inventory's\n"
-         "GET + SET under the lock; hand-off: a release's reply to another worker's acquire reply; cmds/acq: Redis\n"
-         "commands per acquisition besides the GET and SET; overlaps and lost updates: over every W.\n";
+         "GET + SET under the lock; hand-off: a release's reply to another worker's acquire reply; cmds/acq:\n"
+         "commands the server ran per acquisition besides the GET and SET (a script's own commands count);\n"
+         "overlaps and lost updates: over every W.\n";
   if (faults.empty()) return out;
   double lease = 0;
   for (auto& f : faults) lease = std::max(lease, f.lease_ms);

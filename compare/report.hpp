@@ -31,8 +31,10 @@ struct contention_result {
   /// no samples when one worker kept taking the lock back).
   latency handoff;
   std::size_t most = 0, fewest = 0;  ///< acquisitions of the busiest and the idlest worker
-  /// Redis commands per acquisition, besides the critical section's two
-  /// (INFO commandstats before and after; includes the workers' connects).
+  /// Redis commands per acquisition, besides the critical section's two:
+  /// the server's work from INFO commandstats before and after, so a
+  /// script counts with every command it runs, and the workers' connects
+  /// and health checks count too.
   double commands_per_acquisition = 0;
   std::size_t overlaps = 0;     ///< holds that began before the previous one ended
   long long lost_updates = 0;   ///< cycles minus the counter's final value

@@ -81,8 +81,10 @@ auto async_eval_all(connection& conn, std::vector<script_call> calls, Completion
 /// error::server_error the value is the error reply, whose `str` is the
 /// server's message; otherwise the connection's errors (see
 /// connection::async_exec), notably outcome_unknown.
-/// A NOSCRIPT reply (the call did not run) is answered by running it once
-/// more, with the script loaded again, transparently.
+/// A NOSCRIPT reply (the call did not run: SCRIPT FLUSH, a failover) is
+/// answered by one EVAL of the script's source, transparently: unlike a
+/// second EVALSHA it cannot meet NOSCRIPT again, and it needs no SCRIPT
+/// LOAD permission.
 /// Cancellation: as connection::async_exec.
 template <class CompletionToken>
 auto async_eval(connection& conn, const script& s, std::vector<std::string> keys,
@@ -90,9 +92,14 @@ auto async_eval(connection& conn, const script& s, std::vector<std::string> keys
   return asio::async_compose<CompletionToken, void(error_code, value)>(
       [&conn, call = script_call{&s, std::move(keys), std::move(args)}, tries = 0](
           auto& self, error_code ec = {}, std::vector<value> r = {}) mutable {
-        if (tries == 0 || (tries == 1 && !ec && r.size() == 1 && detail::is_noscript(r[0]))) {
-          ++tries;
+        if (tries++ == 0) {
           async_eval_all(conn, {call}, std::move(self));
+          return;
+        }
+        if (tries == 2 && !ec && r.size() == 1 && detail::is_noscript(r[0])) {
+          request req;
+          detail::push_eval(req, "EVAL", call.script->source(), call.keys, call.args);
+          conn.async_exec(std::move(req), std::move(self));
           return;
         }
         auto [e, v] = detail::single_reply(ec, r);

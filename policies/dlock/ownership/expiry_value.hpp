@@ -68,6 +68,15 @@ struct expiry_value {
     return res.ec == std::errc() ? v : 0.0;
   }
 
+  /// How long until `expires_at` (epoch seconds) by this client's clock,
+  /// bounded to [0, max_lease]: a stored time may be anything.
+  milliseconds time_left(double expires_at) const {
+    double ms = (expires_at - wall_clock()) * 1000.0;
+    if (!(ms > 0)) return milliseconds::zero();
+    if (ms >= static_cast<double>(max_lease.count())) return max_lease;
+    return milliseconds(static_cast<milliseconds::rep>(ms));
+  }
+
   /// A fresh expiration: now plus the hold's lease.
   std::string expiration_for(const detail::hold_record& rec) const {
     return format(wall_clock() + std::chrono::duration<double>(rec.lease).count());

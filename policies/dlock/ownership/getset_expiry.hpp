@@ -48,11 +48,7 @@ struct GetSetExpiry : expiry_value {
     if (!is_time_or_nil(current)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     double old_expiration = parse(current.str);
-    double now = wall_clock();
-    if (old_expiration >= now) {
-      auto left = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(old_expiration - now));
-      co_return std::pair{error_code{}, attempt{false, left}};
-    }
+    if (old_expiration >= wall_clock()) co_return std::pair{error_code{}, attempt{false, time_left(old_expiration)}};
     if (between_get_and_getset) between_get_and_getset();
     sent = detail::steady::now();
     expiration = expiration_for(rec);

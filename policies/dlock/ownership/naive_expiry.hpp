@@ -49,11 +49,8 @@ struct NaiveExpiry : expiry_value {
     if (gec) co_return std::pair{gec, attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     if (current.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
-    double expires_at = parse(current.str), now = wall_clock();
-    if (expires_at >= now) {
-      auto left = std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(expires_at - now));
-      co_return std::pair{error_code{}, attempt{false, left}};
-    }
+    double expires_at = parse(current.str);
+    if (expires_at >= wall_clock()) co_return std::pair{error_code{}, attempt{false, time_left(expires_at)}};
     // Expired: delete it and race for it again. Not atomic with the GET:
     // another waiter may have done the same in between (the known failure).
     if (between_get_and_del) between_get_and_del();
