@@ -14,6 +14,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/dlock.hpp>
+#include <dlock/ownership/naive_expiry.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
 
@@ -242,4 +243,25 @@ TEST_CASE("std::unique_lock, try_lock_for and try_lock_until on any clock", "[ow
   CHECK(redis.server.command({"EXISTS", "std"}) == "0");
   CHECK(guard.try_lock_until(std::chrono::steady_clock::now() + scaled(1s)));
   CHECK(redis.server.command({"EXISTS", "std"}) == "1");
+}
+
+// An expiry-value lock reads its holder's expiration from the key, which
+// any client may have written: an absurd time must give a bounded wait, not
+// an overflowing (and on x86, negative: "never expires") duration.
+TEMPLATE_TEST_CASE("an absurd stored expiration is held for at most max_lease", "[owners][expiry]", o::GetSetExpiry,
+                   o::NaiveExpiry) {
+  private_redis redis;
+  redis.server.command({"SET", "absurd", "1e300"});
+  dlock::detail::hold_record rec;
+  rec.name = "absurd";
+  rec.lease = 1s;
+  TestType ownership;
+  auto [ec, at] = asio::co_spawn(redis.backend.get_executor(), ownership.try_acquire(redis.backend, rec),
+                                 asio::use_future)
+                      .get();
+  CHECK(!ec);
+  CHECK_FALSE(at.acquired);
+  REQUIRE(at.held_for);
+  CHECK(*at.held_for == dlock::max_lease);
+  CHECK(redis.server.command({"GET", "absurd"}) == "1e300");  // nobody stole it
 }
