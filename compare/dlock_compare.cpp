@@ -138,14 +138,13 @@ std::int64_t commands_run(dlock::RedisBackend& redis) {
 // One contention run of L with `workers` workers, half in each of two
 // processes (this program, run with --worker).
 template <class L>
-contention_result contend(dlock::RedisBackend& redis, const std::string& url, const std::string& key, int workers,
-                          const counts& n, double ping_us) {
+contention_result contend(dlock::RedisBackend& redis, const std::string& self, const std::string& url,
+                          const std::string& key, int workers, const counts& n, double ping_us) {
   const std::string name = L::combination_name(), counter = key + ":counter";
   redis.command(dlock::redis::request().push("SET", counter, 0));
   auto before = commands_run(redis);
   auto start = dlock::test::monotonic_ns() + std::chrono::nanoseconds(n.start_delay).count();
   auto duration = std::chrono::nanoseconds(n.contention).count();
-  const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::unique_ptr<dlock::test::child_process>> children;
   for (int p = 0; p < 2; ++p) {
     int threads = workers / 2 + (p < workers % 2 ? 1 : 0);
@@ -249,6 +248,8 @@ int run(const options& o) {
   std::fprintf(stderr, "measuring the PING round trip (%d samples)\n", n.ping);
   env.ping = ping(redis, n.ping);
 
+  // This program, run again as --worker and --hold child processes.
+  const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
   auto names = selected(o);
   progress bar(names.size() * (1 + n.workers.size()));
   std::vector<combination_result> rows;
@@ -269,7 +270,7 @@ int run(const options& o) {
         bar.step(i++, r.name + ": " + std::to_string(w) + " workers in 2 processes for " +
                           std::to_string(n.contention.count()) + " ms");
         r.contention.push_back(
-            contend<L>(redis, url, prefix + "contended:" + r.name + ":" + std::to_string(w), w, n, env.ping.p50_us));
+            contend<L>(redis, self, url, prefix + "contended:" + r.name + ":" + std::to_string(w), w, n, env.ping.p50_us));
       }
     } catch (const std::system_error& e) {
       throw std::runtime_error(r.name + ": " + e.what());
@@ -280,7 +281,6 @@ int run(const options& o) {
   // combination of the pair whose wait retries.
   std::vector<fault_result> faults;
   std::set<std::string> pairs;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
   dlock::combinations::for_each([&](auto type) {
     using L = typename decltype(type)::type;
     if (!matches(o.filter, L::combination_name())) return;
