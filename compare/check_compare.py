@@ -86,6 +86,12 @@ def check_faults(data):
                 fail(f"{pair}: a late release by an unchecked DEL should delete the next owner's key ({late})")
         elif late is not None:
             fail(f"{pair}: late release is not applicable to {f['renewal']}, got {late}")
+        skew = f["skewed_clock_stole"]
+        if f["ownership"] in ("getset", "naive"):
+            if skew is not True:  # A3's flaw: a fast clock sees a live lock as expired
+                fail(f"{pair}: a client with a fast clock did not steal the live lock ({skew})")
+        elif skew is not None:
+            fail(f"{pair}: the skewed-clock story is for locks that store a time, got {skew}")
         if f["renewal"] != "none" and not (f["paused_other_acquired"] and f["paused_overlap"]):
             # No lease survives a paused holder: the next holder gets in, and both work.
             fail(f"{pair}: the paused holder's story did not end in an overlap: {f}")

@@ -5,12 +5,17 @@
 //   did its critical section overlap another client's?
 // - late release: a holder whose fixed lease ran out releases after another
 //   client took the lock: whose key did the release delete?
+// - skewed clock: for a lock whose key stores an expiration time read
+//   against each client's wall clock (the ownership has a `wall_clock`),
+//   a client whose clock runs two leases ahead tries the lock while an
+//   honest client holds it: does it get in?
 // The holder runs in a child process (this program, run with --hold).
 #pragma once
 
 #include <signal.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -36,6 +41,10 @@ typename L::renewal_type with_lease(std::chrono::milliseconds d) {
   if constexpr (std::is_constructible_v<R, std::chrono::milliseconds>) return R{d};
   else return R{};
 }
+
+/// An ownership that reads each client's wall clock (and lets a test set it).
+template <class O>
+concept reads_wall_clock = requires(O o) { o.wall_clock = std::function<double()>{}; };
 
 /// The --hold side: acquires `key` with lease `lease_ms`, prints
 /// "acquired <ns>", works `work_ms` (for ever when negative), prints
@@ -138,6 +147,23 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     f.late_release_deleted_other = redis.command(redis::request().push("EXISTS", key + ":late")).integer == 0;
     second.set_error_handler([](std::error_code, const std::string&) {});
     h2->release(ec);
+  }
+  if constexpr (reads_wall_clock<typename L::ownership_type>) {
+    using O = typename L::ownership_type;
+    L honest(redis, key + ":skew", {}, with_lease<L>(lease));
+    auto h = honest.acquire();
+    O fast;
+    f.skew_s = 2 * duration<double>(lease).count();
+    fast.wall_clock = [skew = f.skew_s, real = O{}.wall_clock] { return real() + skew; };
+    RedisBackend other_backend(url);
+    L skewed(other_backend, key + ":skew", fast, with_lease<L>(lease));
+    // One try, made while the honest hold is young: its lease has most of its time left.
+    f.skewed_clock_stole = skewed.try_lock();
+    std::error_code ec;
+    skewed.set_error_handler([](std::error_code, const std::string&) {});
+    honest.set_error_handler([](std::error_code, const std::string&) {});
+    if (*f.skewed_clock_stole) skewed.unlock(ec);
+    h.release(ec);
   }
   return f;
 }

@@ -115,15 +115,21 @@ std::string table(const environment& env, const std::vector<combination_result>&
   if (faults.empty()) return out;
   double lease = 0;
   for (auto& f : faults) lease = std::max(lease, f.lease_ms);
-  out += "\nfault stories (lease " + fmt("%.0f", lease) +
-         " ms)     killed holder: freed after | paused past its lease: overlap, its release | late release: deleted the next owner's key\n";
+  out += "\n" + padded("fault story, lease " + fmt("%.0f ms", lease), 26) + padded("killed holder: freed", 28) +
+         " | " + padded("paused holder: overlap, release", 31) + " | " + padded("late DEL", 11) + " | skewed clock\n";
   for (auto& f : faults) {
     std::string killed = f.killed_freed_ms ? fmt("%.0f ms", *f.killed_freed_ms) : "never (" + fmt("%.0f ms", f.waited_ms) + ")";
     std::string paused = !f.paused_other_acquired ? "nobody else got in" : f.paused_overlap ? "OVERLAP" : "no overlap";
     std::string late = !f.late_release_deleted_other ? "n/a" : *f.late_release_deleted_other ? "YES" : "no";
+    std::string skew = !f.skewed_clock_stole ? "n/a" : *f.skewed_clock_stole ? "YES (" + fmt("%.1f s ahead)", f.skew_s) : "no";
     out += padded(f.ownership + "/" + f.renewal, 26) + padded(killed, 28) + " | " + padded(paused, 19) + " " +
-           padded(f.paused_release, 11) + " | " + late + "\n";
+           padded(f.paused_release, 11) + " | " + padded(late, 11) + " | " + skew + "\n";
   }
+  out += "\nkilled: SIGKILL, then how long until another client got the lock. paused: SIGSTOP past the lease,\n"
+         "another client takes the lock, SIGCONT: did the two critical sections overlap, and what did the\n"
+         "paused holder's release report. late DEL: a holder releases after its fixed lease ran out and\n"
+         "another client took the lock: did it delete that client's key. skewed clock: a client whose wall\n"
+         "clock runs ahead tries the lock while another holds it: did it get in (only locks that store a time).\n";
   return out;
 }
 
@@ -161,7 +167,9 @@ std::string json(const environment& env, const std::vector<combination_result>& 
            ", \"paused_other_acquired\": " + (f.paused_other_acquired ? "true" : "false") +
            ", \"paused_overlap\": " + (f.paused_overlap ? "true" : "false") +
            ", \"paused_release\": " + quoted(f.paused_release) + ", \"late_release_deleted_other\": " +
-           (f.late_release_deleted_other ? (*f.late_release_deleted_other ? "true" : "false") : "null") + "}";
+           (f.late_release_deleted_other ? (*f.late_release_deleted_other ? "true" : "false") : "null") +
+           ", \"skewed_clock_stole\": " + (f.skewed_clock_stole ? (*f.skewed_clock_stole ? "true" : "false") : "null") +
+           ", \"skew_s\": " + number(f.skew_s) + "}";
   }
   out += "\n  ]\n}\n";
   return out;

@@ -50,6 +50,11 @@ struct fault_result {
   bool paused_overlap = false;            ///< and the two critical sections overlapped
   std::string paused_release;             ///< what the resumed holder's release reported
   std::optional<bool> late_release_deleted_other;  ///< nullopt: no lease that runs out
+  /// A client whose wall clock runs `skew_s` ahead tried the lock while an
+  /// honest client held it: did it get in? nullopt: the ownership reads no
+  /// client clock.
+  std::optional<bool> skewed_clock_stole;
+  double skew_s = 0;
 };
 
 /// Everything measured for one combination.
