@@ -4,7 +4,10 @@
 Also checks that a bad option and an unreachable --redis fail with one
 clear line and a non-zero exit.
 
-usage: check_compare.py DLOCK_COMPARE OUT_DIR
+Then draws the plots from that JSON with PLOT_SCRIPT and checks the SVG
+files: well-formed, with their axis labels.
+
+usage: check_compare.py DLOCK_COMPARE OUT_DIR PLOT_SCRIPT
 """
 import json
 import os
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 
 
 def fail(msg):
@@ -97,8 +101,24 @@ def check_faults(data):
             fail(f"{pair}: the paused holder's story did not end in an overlap: {f}")
 
 
+def check_plots(script, out):
+    """The plot script draws three SVG files from the run's JSON."""
+    r = subprocess.run([script, os.path.join(out, "compare.json")], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        fail(f"{script} exited {r.returncode}: {r.stderr[-2000:]}")
+    labels = {"uncontended.svg": "in PING round trips", "handoff.svg": "waiters on one lock",
+              "commands.svg": "Redis commands per acquisition"}
+    for name, label in labels.items():
+        path = os.path.join(out, name)
+        if path not in r.stdout.split():
+            fail(f"{script} did not say it wrote {path}: {r.stdout!r}")
+        text = "".join(ET.parse(path).getroot().itertext())
+        if label not in text:
+            fail(f"{name} has no label {label!r}")
+
+
 def main():
-    exe, out = sys.argv[1], sys.argv[2]
+    exe, out, plot = sys.argv[1], sys.argv[2], sys.argv[3]
     listed = subprocess.run([exe, "--list"], capture_output=True, text=True, check=True).stdout
     names = [l.split("\t")[0] for l in listed.splitlines() if l.strip()]
     if len(names) < 20 or len(set(names)) != len(names):
@@ -141,6 +161,7 @@ def main():
                 fail(f"{c['name']}: {x['overlaps']} overlaps, {x['lost_updates']} lost updates with {x['workers']} workers")
 
     check_faults(data)
+    check_plots(plot, out)
     check_shared_server(exe, out + "-shared")
     one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
     one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")
