@@ -1,7 +1,20 @@
-// Uncontended acquire + release of every valid lock combination, as a
-// ratio to one PING round trip measured in the same run.
+// Every valid lock combination of the compile-time list, three ways, each
+// with the PING round trip of the same run as a counter (`ping_us`) and its
+// time as a ratio to it (`in_pings`):
+// - lock_unlock/C: one uncontended acquire + release;
+// - contended/C/threads:W: W threads, each with its own backend (its own
+//   connections), take turns on one lock with an empty critical section;
+//   the time per cycle is the hand-off from one holder to the next;
+// - many_locks/C/N: N independent locks, each taken and released in turn
+//   by its own chain of async calls, all over one backend: the aggregate
+//   rate, which pipelining lifts above one chain's (N = 1).
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -12,6 +25,13 @@
 namespace {
 
 namespace asio = boost::asio;
+using bench_clock = std::chrono::steady_clock;
+
+constexpr int many = 64;  // many_locks' large N
+
+double seconds_since(bench_clock::time_point t0) {
+  return std::chrono::duration<double>(bench_clock::now() - t0).count();
+}
 
 // Acquire then release through the async interface, with the io_context
 // driven on the benchmark thread, as the PING baseline is.
@@ -30,6 +50,7 @@ void lock_unlock(benchmark::State& state) {
     while (!done) ctx.run_one();
     return error;
   };
+  auto t0 = bench_clock::now();
   for (auto _ : state) {
     typename L::hold_type hold;
     auto ec = run([&](auto cb) {
@@ -45,16 +66,89 @@ void lock_unlock(benchmark::State& state) {
     }
   }
   state.SetItemsProcessed(state.iterations());
+  dlock::bench::report_ping(state, seconds_since(t0) / static_cast<double>(state.iterations()));
+}
+
+// One thread of a contended run: its own backend, its own Lock object on
+// the shared name, blocking calls. A try-once lock is retried every
+// millisecond, as user code around one would.
+template <class L>
+void contended(benchmark::State& state) {
+  dlock::RedisBackend redis(dlock::bench::server_target().url);
+  L lock(redis, "bench:contended:" + L::combination_name() + ":" + std::to_string(state.threads()));
+  auto t0 = bench_clock::now();
+  for (auto _ : state) {
+    if constexpr (std::is_same_v<typename L::wait_type, dlock::wait::TryOnce>) {
+      while (!lock.try_lock()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      lock.lock();
+    }
+    lock.unlock();
+  }
+  state.SetItemsProcessed(state.iterations());
+  // Thread 0 reports for the run: its wall time over every thread's cycles.
+  if (state.thread_index() == 0)
+    dlock::bench::report_ping(state, seconds_since(t0) / static_cast<double>(state.iterations() * state.threads()));
+}
+
+// N locks over one backend; one iteration is one acquire + release on each.
+template <class L>
+void many_locks(benchmark::State& state) {
+  asio::io_context ctx(1);
+  dlock::RedisBackend redis(ctx.get_executor(), dlock::bench::server_target().url);
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<std::unique_ptr<L>> locks;
+  for (std::size_t i = 0; i < n; ++i)
+    locks.push_back(std::make_unique<L>(redis, "bench:many:" + L::combination_name() + ":" + std::to_string(i)));
+  std::vector<typename L::hold_type> holds(n);
+  dlock::error_code error;
+  auto t0 = bench_clock::now();
+  for (auto _ : state) {
+    std::size_t done = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      locks[i]->async_acquire("bench", [&, i](dlock::error_code ec, typename L::hold_type h) {
+        if (ec) {
+          error = ec;
+          ++done;
+          return;
+        }
+        holds[i] = std::move(h);
+        holds[i].async_release([&](dlock::error_code e) {
+          if (e) error = e;
+          ++done;
+        });
+      });
+    }
+    while (done < n) ctx.run_one();
+    if (error) {
+      state.SkipWithError(error.message().c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  dlock::bench::report_ping(state, seconds_since(t0) / static_cast<double>(state.iterations() * state.range(0)));
 }
 
 void summary(dlock::bench::ratio_reporter& r) {
   double ping = r.seconds_per_op("BM_ping_connection");
   if (ping <= 0) return;
-  std::printf("\nuncontended acquire + release, in PING round trips (PING = %.1f us):\n", ping * 1e6);
+  std::printf("\nin PING round trips (PING = %.1f us): uncontended acquire + release; contended: time per\n"
+              "cycle (the hand-off) with W threads on one lock; many locks: the rate of %d locks over one\n"
+              "backend as a multiple of one lock's.\n",
+              ping * 1e6, many);
+  std::printf("  %-26s %11s %8s %8s %8s %11s\n", "combination", "uncontended", "W=2", "W=8", "W=32", "many/one");
   dlock::combinations::for_each([&](auto type) {
     using L = typename decltype(type)::type;
-    double t = r.seconds_per_op("lock_unlock/" + L::combination_name());
-    if (t > 0) std::printf("  %-26s %6.2f\n", L::combination_name().c_str(), t / ping);
+    const auto name = L::combination_name();
+    auto ratio = [&](const std::string& bench) {
+      double rate = r.rate(bench);
+      return rate > 0 ? 1.0 / rate / ping : 0.0;
+    };
+    double one = r.rate("many_locks/" + name + "/1"), lots = r.rate("many_locks/" + name + "/" + std::to_string(many));
+    if (ratio("lock_unlock/" + name) == 0 && one == 0) return;  // filtered out
+    std::printf("  %-26s %11.2f %8.2f %8.2f %8.2f %11.1f\n", name.c_str(), ratio("lock_unlock/" + name),
+                ratio("contended/" + name + "/threads:2"), ratio("contended/" + name + "/threads:8"),
+                ratio("contended/" + name + "/threads:32"), one > 0 ? lots / one : 0.0);
   });
 }
 
@@ -67,7 +161,12 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_ping_connection", dlock::bench::ping_round_trip)->MinTime(0.5)->UseRealTime();
   dlock::combinations::for_each([](auto type) {
     using L = typename decltype(type)::type;
-    benchmark::RegisterBenchmark(("lock_unlock/" + L::combination_name()).c_str(), lock_unlock<L>)->MinTime(0.3)->UseRealTime();
+    const auto name = L::combination_name();
+    benchmark::RegisterBenchmark(("lock_unlock/" + name).c_str(), lock_unlock<L>)->MinTime(0.3)->UseRealTime();
+    benchmark::RegisterBenchmark(("contended/" + name).c_str(), contended<L>)
+        ->Threads(2)->Threads(8)->Threads(32)->MinTime(0.3)->UseRealTime();
+    benchmark::RegisterBenchmark(("many_locks/" + name).c_str(), many_locks<L>)
+        ->Arg(1)->Arg(many)->MinTime(0.3)->UseRealTime();
   });
   dlock::bench::ratio_reporter reporter(summary);
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -28,12 +28,22 @@ target& server_target();
 /// Starts (or names) the server from argv; call after benchmark::Initialize.
 void choose_server(int argc, char** argv);
 
+/// The median PING round trip (microseconds) through dlock's connection
+/// from the calling thread, measured once per run on first use: every
+/// benchmark reports it as the counter `ping_us`.
+double ping_us();
+
+/// Sets the counters `ping_us` and `in_pings` (`seconds_per_op` as PING
+/// round trips; not set when 0). Counters add up across threads: call it
+/// from one thread of a threaded benchmark.
+void report_ping(benchmark::State& state, double seconds_per_op);
+
 /// One PING through dlock's connection, with the io_context driven on the
 /// calling thread (no thread hop): the unit every ratio is expressed in.
 void ping_round_trip(benchmark::State& state);
 
 /// Collects items_per_second (or time per iteration) per benchmark name
-/// (without the "/min_time" suffix) and lets `summary` print ratios at the end.
+/// (without its "/min_time:..." and "/real_time" parts; "/threads:N" stays) and lets `summary` print ratios at the end.
 class ratio_reporter : public benchmark::ConsoleReporter {
  public:
   explicit ratio_reporter(std::function<void(ratio_reporter&)> summary) : summary_(std::move(summary)) {}
