@@ -156,8 +156,8 @@ void summary(dlock::bench::ratio_reporter& r) {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  dlock::bench::choose_server(argc, argv);  // takes the URL, if any, out of argv
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  dlock::bench::choose_server(argc, argv);
   benchmark::RegisterBenchmark("BM_ping_connection", dlock::bench::ping_round_trip)->MinTime(0.5)->UseRealTime();
   dlock::combinations::for_each([](auto type) {
     using L = typename decltype(type)::type;

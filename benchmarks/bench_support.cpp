@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -13,11 +14,17 @@ target& server_target() {
   return t;
 }
 
-void choose_server(int argc, char** argv) {
+void choose_server(int& argc, char** argv) {
   auto& t = server_target();
-  if (argc > 1) {
-    t.url = argv[1];
-  } else {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.rfind("redis://", 0) != 0 && arg.rfind("unix://", 0) != 0) continue;
+    t.url = arg;
+    for (int k = i; k + 1 < argc; ++k) argv[k] = argv[k + 1];
+    --argc;
+    break;
+  }
+  if (t.url.empty()) {
     t.server = std::make_unique<test::redis_server>();
     t.url = t.server->url();
   }

@@ -25,8 +25,11 @@ struct target {
 };
 target& server_target();
 
-/// Starts (or names) the server from argv; call after benchmark::Initialize.
-void choose_server(int argc, char** argv);
+/// Takes a redis:// or unix:// URL out of argv (anywhere among the
+/// arguments) and uses that server; without one, starts a private
+/// redis-server. Call before benchmark::ReportUnrecognizedArguments, which
+/// would reject the URL.
+void choose_server(int& argc, char** argv);
 
 /// The median PING round trip (microseconds) through dlock's connection
 /// from the calling thread, measured once per run on first use: every

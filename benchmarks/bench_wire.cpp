@@ -131,8 +131,8 @@ static void summary(dlock::bench::ratio_reporter& r) {
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  dlock::bench::choose_server(argc, argv);  // takes the URL, if any, out of argv
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  dlock::bench::choose_server(argc, argv);
   server_url = dlock::bench::server_target().url;
   server_port = dlock::redis::parse_url(server_url).port;
   dlock::bench::ratio_reporter reporter(summary);

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Smoke test of the benchmark programs: runs each, briefly and filtered,
+against a redis-server started here on a free port of 127.0.0.1 and given
+as a URL, and checks that the run used that server, reported the PING
+counter and printed its summary.
+
+usage: check_bench.py BENCH_WIRE BENCH_LOCKS
+"""
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def fail(msg):
+    print("check_bench: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def calls(cli):
+    """Commands the server has run (INFO commandstats)."""
+    text = subprocess.run(cli + ["INFO", "commandstats"], capture_output=True, text=True).stdout
+    return sum(int(l.split(":calls=")[1].split(",")[0]) for l in text.splitlines() if ":calls=" in l)
+
+
+def run(exe, url, cli, bench_filter, expect):
+    before = calls(cli)
+    r = subprocess.run([exe, "--benchmark_filter=" + bench_filter, "--benchmark_min_time=0.01", url,
+                        "--benchmark_color=false"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        fail(f"{exe} {url} exited {r.returncode}: {r.stderr[-2000:]}{r.stdout[-2000:]}")
+    for text in expect:
+        if text not in r.stdout:
+            fail(f"{exe}: no {text!r} in its output:\n{r.stdout[-3000:]}")
+    if calls(cli) - before < 100:
+        fail(f"{exe} did not use the server at {url}")
+
+
+def main():
+    wire, locks = sys.argv[1], sys.argv[2]
+    port = free_port()
+    with tempfile.TemporaryDirectory() as d:
+        server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                   "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
+        try:
+            cli = ["redis-cli", "-p", str(port)]
+            for _ in range(100):
+                if subprocess.run(cli + ["PING"], capture_output=True, text=True).stdout.strip() == "PONG":
+                    break
+                time.sleep(0.05)
+            url = f"redis://127.0.0.1:{port}"
+            run(wire, url, cli, "BM_ping_plain_socket|BM_ping_connection",
+                ["BM_ping_connection", "PING through the connection costs"])
+            run(locks, url, cli, "BM_ping|/token/fixed/spin",
+                ["lock_unlock/token/fixed/spin", "contended/token/fixed/spin", "threads:8",
+                 "many_locks/token/fixed/spin/64", "ping_us", "in_pings", "token/fixed/spin "])
+        finally:
+            server.kill()
+            server.wait()
+    print("check_bench: ok")
+
+
+if __name__ == "__main__":
+    main()
