@@ -115,7 +115,7 @@ std::string table(const environment& env, const std::vector<combination_result>&
   if (faults.empty()) return out;
   double lease = 0;
   for (auto& f : faults) lease = std::max(lease, f.lease_ms);
-  out += "\n" + padded("fault story, lease " + fmt("%.0f ms", lease), 26) + padded("killed holder: freed", 28) +
+  out += "\n" + padded("faults, lease " + fmt("%.0f ms", lease), 26) + padded("killed holder: freed", 28) +
          " | " + padded("paused holder: overlap, release", 31) + " | " + padded("late DEL", 11) + " | skewed clock\n";
   for (auto& f : faults) {
     std::string killed = f.killed_freed_ms ? fmt("%.0f ms", *f.killed_freed_ms) : "never (" + fmt("%.0f ms", f.waited_ms) + ")";
