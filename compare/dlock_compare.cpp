@@ -265,7 +265,7 @@ int run(const options& o) {
     r.wait = L::wait_type::policy_name;
     r.reproduces = reproduces(r.ownership, r.renewal);
     try {
-      r.uncontended = uncontended<L>(redis, prefix + "uncontended:" + r.name, n.cycles);
+      uncontended<L>(redis, prefix + "uncontended:" + r.name, n.cycles, r.uncontended, r.ping);
       for (int w : n.workers) {
         bar.step(i++, r.name + ": " + std::to_string(w) + " workers in 2 processes for " +
                           std::to_string(n.contention.count()) + " ms");

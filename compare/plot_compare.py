@@ -67,8 +67,9 @@ def plot_uncontended(data, style, path):
     for yi, c in zip(y, combos):
         color, _ = style[f"{c['ownership']}/{c['renewal']}"]
         u = c["uncontended"]
-        ax.barh(yi, u["p50_us"] / ping, color=color, height=0.7)
-        ax.plot([u["p99_us"] / ping], [yi], marker="|", markersize=9, color="#333333")
+        # In the PINGs interleaved with the cycles (the run's PING for older files).
+        ax.barh(yi, u.get("p50_ping", u["p50_us"] / ping), color=color, height=0.7)
+        ax.plot([u.get("p99_ping", u["p99_us"] / ping)], [yi], marker="|", markersize=9, color="#333333")
     ax.axvline(2.0, color="#888888", linestyle="--", linewidth=1)
     ax.text(2.0, -0.6, " two round trips", color="#555555", fontsize=7, va="bottom")
     ax.set_yticks(y)

@@ -69,6 +69,12 @@ std::string contention_json(const contention_result& c, double ping_us) {
          ", \"errors\": " + std::to_string(c.errors) + "}";
 }
 
+// The unit of a combination's uncontended ratios: the PINGs interleaved
+// with its cycles, or the run's PING when there are none.
+double local_ping(const combination_result& r, double run_ping) {
+  return r.ping.samples ? r.ping.p50_us : run_ping;
+}
+
 // The run the table shows: the one with 8 workers, else the largest.
 const contention_result* shown(const combination_result& r) {
   const contention_result* best = nullptr;
@@ -93,7 +99,8 @@ std::string table(const environment& env, const std::vector<combination_result>&
          "  cycle p50/PING  p99/PING |  W  cycles/s  hand-off p50/PING  cmds/acq  most-fewest | overlaps  lost\n";
   for (auto& r : rows) {
     out += padded(r.name, name_w) + "  " + padded(r.reproduces, rep_w) + "  " +
-           fmt("%14.2f", r.uncontended.p50_us / ping) + fmt("  %8.2f", r.uncontended.p99_us / ping);
+           fmt("%14.2f", r.uncontended.p50_us / local_ping(r, ping)) +
+           fmt("  %8.2f", r.uncontended.p99_us / local_ping(r, ping));
     if (auto* c = shown(r)) {
       std::size_t overlaps = 0;
       long long lost = 0;
@@ -108,7 +115,8 @@ std::string table(const environment& env, const std::vector<combination_result>&
     }
     out += "\n";
   }
-  out += "\ncycle: one uncontended acquire + release. W workers over two processes run the inventory's\n"
+  out += "\ncycle: one uncontended acquire + release, in PINGs interleaved with the cycles; the other ratios\n"
+         "are in the PING above, measured at the start. W workers over two processes run the inventory's\n"
          "GET + SET under the lock; hand-off: a release's reply to another worker's acquire reply; cmds/acq:\n"
          "commands the server ran per acquisition besides the GET and SET (a script's own commands count);\n"
          "overlaps and lost updates: over every W.\n";
@@ -151,7 +159,8 @@ std::string json(const environment& env, const std::vector<combination_result>& 
     out += "    {\"name\": " + quoted(r.name) + ", \"ownership\": " + quoted(r.ownership) +
            ", \"renewal\": " + quoted(r.renewal) + ", \"wait\": " + quoted(r.wait) +
            ", \"reproduces\": " + quoted(r.reproduces) + ",\n     \"uncontended\": " +
-           latency_json(r.uncontended, ping) + ",\n     \"contention\": [";
+           latency_json(r.uncontended, local_ping(r, ping)) + ",\n     \"ping\": " + latency_json(r.ping, 0) +
+           ",\n     \"contention\": [";
     for (std::size_t k = 0; k < r.contention.size(); ++k)
       out += (k ? ",\n       " : "\n       ") + contention_json(r.contention[k], ping);
     out += "]}";

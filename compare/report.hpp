@@ -63,6 +63,7 @@ struct combination_result {
   std::string ownership, renewal, wait;
   std::string reproduces;  ///< the article algorithm, as docs/algorithms.md names it
   latency uncontended;     ///< one acquire + release, blocking interface
+  latency ping;            ///< PINGs interleaved with those cycles: their ratio's unit
   std::vector<contention_result> contention;
 };
 
