@@ -8,9 +8,11 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <dlock/detail/wake_groups.hpp>
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
@@ -246,6 +248,75 @@ TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
   for (auto& f : waiters) REQUIRE(f.wait_for(scaled(60s)) == std::future_status::ready);
   CHECK(done == 6);
   CHECK(max_inside == 1);
+  CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
+}
+
+// Acquire-script runs so far: every try of a hash lock runs it once.
+long long evalsha_calls(const redis_server& s) {
+  auto text = s.command({"INFO", "commandstats"});
+  auto at = text.find("cmdstat_evalsha:calls=");
+  return at == std::string::npos ? 0 : std::stoll(text.substr(at + 22));
+}
+
+TEST_CASE("a release wakes one pub/sub waiter of a backend, not all of them", "[pubsub]") {
+  private_redis redis;
+  auto waiters_backend = redis.another_backend();
+  constexpr int waiters = 6;
+  WatchdogHash holder(redis.backend, "herd");
+  auto hold = holder.acquire();
+  std::vector<std::unique_ptr<WatchdogHash>> locks;
+  std::vector<std::future<void>> done;
+  for (int i = 0; i < waiters; ++i) locks.push_back(std::make_unique<WatchdogHash>(waiters_backend, "herd"));
+  auto& line = waiters_backend.use_service<dlock::detail::wake_groups<dlock::RedisBackend>>();
+  const auto channel = o::ReentrantHash::channel("herd");
+  for (auto& l : locks)
+    done.push_back(std::async(std::launch::async, [&l] {
+      l->lock();  // each takes the lock once, in turn, and lets it go
+      l->unlock();
+    }));
+  // All of them in line and asleep: each tried, subscribed, tried again.
+  REQUIRE(dlock::test::wait_until([&] { return line.waiting(channel) == waiters; }));
+  REQUIRE(dlock::test::wait_until([&] { return evalsha_calls(redis.server) >= 1 + 2 * waiters; }));
+  std::this_thread::sleep_for(scaled(100ms));
+  auto before = evalsha_calls(redis.server);
+  hold.release();
+  for (auto& f : done) REQUIRE(f.wait_for(scaled(30s)) == std::future_status::ready);
+  // Seven releases (the holder's and each waiter's), and the tries: with
+  // one waiter woken per release, about one try per waiter; waking all of
+  // them would take 6 + 5 + ... + 1 = 21.
+  auto scripts = evalsha_calls(redis.server) - before;
+  auto tries = scripts - (waiters + 1);
+  INFO("tries after the first release: " << tries);
+  CHECK(tries >= waiters);
+  CHECK(tries <= waiters + 4);
+  CHECK(dlock::test::wait_until([&] { return line.waiting(channel) == 0; }));
+  CHECK(dlock::test::wait_until([&] { return waiters_backend.subscriber().channel_count() == 0; }));
+}
+
+TEST_CASE("a pub/sub waiter that leaves with an unused wake passes it to the next", "[pubsub]") {
+  private_redis redis;
+  using groups = dlock::detail::wake_groups<dlock::RedisBackend>;
+  auto& line = redis.backend.use_service<groups>();
+  std::atomic<int> woke_first{0}, woke_second{0};
+  auto join = [&](std::atomic<int>& counter) {
+    return asio::co_spawn(redis.backend.get_executor(), line.join("news", [&counter] { ++counter; }), asio::use_future)
+        .get();
+  };
+  auto [ec1, first] = join(woke_first);
+  auto [ec2, second] = join(woke_second);
+  REQUIRE_FALSE(ec1);
+  REQUIRE_FALSE(ec2);
+  CHECK(redis.server.command({"PUBLISH", "news", "0"}) == "1");  // one subscriber connection
+  REQUIRE(dlock::test::wait_until([&] { return woke_first == 1; }));
+  std::this_thread::sleep_for(scaled(50ms));
+  CHECK(woke_second == 0);  // one message, one wake: the one that waited longest
+  first.reset();            // it leaves without using its wake
+  CHECK(woke_second == 1);  // which passes to the next in line
+  second->consumed();
+  redis.server.command({"PUBLISH", "news", "0"});
+  CHECK(dlock::test::wait_until([&] { return woke_second == 2; }));
+  second.reset();
+  CHECK(line.waiting("news") == 0);
   CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
 }
 

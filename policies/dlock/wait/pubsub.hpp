@@ -10,18 +10,24 @@
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/sleep.hpp>
+#include <dlock/detail/wake_groups.hpp>
 
 namespace dlock::wait {
 
-/// After a failed try, subscribes to the lock's release channel and tries
-/// again at once (so a release before the subscription is not missed); then after
-/// each failed try sleeps until a release message arrives, the holder's
-/// lease (the PTTL the try returned) runs out, or the caller's deadline
-/// passes. A release between a try and the sleep is never missed (the
-/// message is already recorded), and waiters wake on release instead of
-/// polling. An uncontended acquire never subscribes. All waiters of a backend share its one subscriber
-/// connection; the subscription ends with the wait. Needs an ownership
-/// whose release publishes (ReentrantHash).
+/// After a failed try, joins the lock's line of waiters in this backend
+/// (subscribed to its release channel) and tries again at once (so a
+/// release before the subscription is not missed); then after each failed
+/// try sleeps until it is woken, the holder's lease (the PTTL the try
+/// returned) runs out, or the caller's deadline passes.
+///
+/// A release message wakes one waiter of the backend, the one that has
+/// waited longest, not all of them (see detail::wake_groups): one release
+/// frees the lock for one client, so the others would only try in vain.
+/// A wake that arrives between a try and the sleep is kept, and a waiter
+/// that leaves with a wake it did not use passes it on. An uncontended
+/// acquire never subscribes; the waiters of a lock in one backend share one
+/// subscription on its one subscriber connection, which ends with the last
+/// wait. Needs an ownership whose release publishes (ReentrantHash).
 struct PubSub {
   static constexpr const char* policy_name = "pubsub";
   static constexpr bool needs_publish = true;
@@ -40,9 +46,9 @@ struct PubSub {
       auto ex = co_await asio::this_coro::executor;
       state_ = std::make_shared<signal>(ex);
       std::weak_ptr<signal> weak = state_;
-      // The listener runs on the subscriber's strand; the flag and the timer
-      // belong to this operation's strand.
-      auto listener = [weak, ex](std::optional<std::string_view>) {
+      // The wake comes from the subscriber's strand (or a leaving waiter);
+      // the flag and the timer belong to this operation's strand.
+      auto wake = [weak, ex] {
         asio::post(ex, [weak] {
           if (auto s = weak.lock()) {
             s->released = true;
@@ -50,9 +56,8 @@ struct PubSub {
           }
         });
       };
-      auto [ec, sub] = co_await backend_.async_subscribe(channel_, std::move(listener),
-                                                          asio::as_tuple(asio::use_awaitable));
-      subscription_ = std::move(sub);
+      auto [ec, ticket] = co_await backend_.template use_service<detail::wake_groups<B>>().join(channel_, wake);
+      ticket_ = std::move(ticket);
       // A release between the first try and the subscription sent no
       // message this waiter could hear: the first wait returns at once, so
       // the host tries again before sleeping.
@@ -62,18 +67,26 @@ struct PubSub {
 
     asio::awaitable<error_code> wait(std::optional<milliseconds> held_for,
                                      detail::steady::time_point deadline) {
-      if (std::exchange(state_->released, false)) co_return error_code{};
+      if (woken()) co_return error_code{};
       auto until = deadline;
       if (held_for && *held_for >= milliseconds::zero())
         until = std::min(until, detail::steady::now() + *held_for);
       state_->timer.expires_at(until);
       auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (std::exchange(state_->released, false)) co_return error_code{};
+      if (woken()) co_return error_code{};
       if (ec == asio::error::operation_aborted) co_return ec;  // the operation was cancelled
       co_return error_code{};
     }
 
    private:
+    // Takes the wake, if one came: the waiter tries again, and its line may
+    // wake it again.
+    bool woken() {
+      if (!std::exchange(state_->released, false)) return false;
+      if (ticket_) ticket_->consumed();
+      return true;
+    }
+
     struct signal {
       explicit signal(const asio::any_io_executor& ex) : timer(ex) {}
       asio::steady_timer timer;
@@ -83,7 +96,7 @@ struct PubSub {
     B& backend_;
     std::string channel_;
     std::shared_ptr<signal> state_;
-    redis::subscription subscription_;
+    std::unique_ptr<typename detail::wake_groups<B>::ticket> ticket_;
   };
 };
 
