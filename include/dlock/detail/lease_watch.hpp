@@ -33,7 +33,7 @@ class lease_watch {
   /// Watches `rec` until remove() or until it is signalled lost. A record
   /// without expiry is not watched.
   void add(const std::shared_ptr<hold_record>& rec) {
-    if (rec->loss_deadline() != steady::time_point::max()) impl_->put(rec.get(), rec);
+    if (auto due = rec->loss_deadline(); due != steady::time_point::max()) impl_->put(rec.get(), rec, due);
   }
 
   /// Stops watching `rec`: after this returns it is never signalled by

@@ -20,8 +20,12 @@ namespace dlock::detail {
 ///
 /// Ordering guarantee: after `remove(rec)` returns, no renewal of `rec` is
 /// queued on the backend's connection after any command the caller sends
-/// next (batches are queued under the same mutex `remove` takes, and the
-/// connection writes in queue order).
+/// next on it (batches are queued under the same mutex `remove` takes, and
+/// the connection writes in queue order). A blocking caller sends its
+/// release on a blocking connection of its own, so a renewal already on its
+/// way may reach the server after that release: it is owner-checked, so it
+/// extends nothing, or the same owner's next hold, and its reply is
+/// ignored (the entry is gone).
 template <class B>
 class renewal_service {
  public:
@@ -39,7 +43,7 @@ class renewal_service {
   void add(const std::shared_ptr<hold_record>& rec, script_call call, milliseconds period) {
     auto due = steady::now() + period;
     if (auto until = rec->valid_until(); until != steady::time_point::max()) due = std::min(due, until - rec->lease + period);
-    impl_->put(rec.get(), entry{rec, std::move(call), period, due});
+    impl_->put(rec.get(), entry{rec, std::move(call), period, due}, due);
   }
 
   /// Stops renewing `rec`.

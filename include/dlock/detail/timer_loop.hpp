@@ -25,7 +25,7 @@ namespace asio = boost::asio;
 
 /// Keeps one `Entry` per hold (under `m`) and runs `step()` on a strand of
 /// the backend's executor when started, when the time it last returned
-/// comes, and soon after every `put()` or `wake()`. A service derives from
+/// comes, soon after a `put()` due earlier than that, and after `wake()`. A service derives from
 /// this; it is always owned by a shared_ptr (the loop and replies in flight
 /// keep it alive), and its owner calls `stop()` when it goes away.
 template <class Entry>
@@ -43,13 +43,19 @@ class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
     asio::post(strand_, [self = this->shared_from_this()] { self->timer_.cancel(); });
   }
 
-  /// Keeps `entry` for `rec` (replacing an earlier one), and looks again.
-  void put(const hold_record* rec, Entry entry) {
+  /// Keeps `entry` for `rec` (replacing an earlier one), which is due at
+  /// `due`. Wakes the loop only when the timer would fire too late for it:
+  /// a lock taken and released over and over (each hold due later than the
+  /// last) costs the I/O thread no wake-up per hold, just one timer expiry
+  /// per period that finds the newest entry and sets the timer again.
+  void put(const hold_record* rec, Entry entry, std::chrono::steady_clock::time_point due) {
+    bool late = false;
     {
       std::lock_guard g(m);
       entries[rec] = std::move(entry);
+      late = !armed_ || due < *armed_;
     }
-    wake();
+    if (late) wake();
   }
   /// Drops `rec`'s entry: after this returns the step never sees it.
   void remove(const hold_record* rec) {
@@ -88,13 +94,25 @@ class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
         std::lock_guard g(self->m);
         if (self->stopped) co_return;
       }
-      self->timer_.expires_at(self->step());
+      {
+        // While the step runs, a put() cannot know when the timer will
+        // fire: it wakes the loop, which then steps again.
+        std::lock_guard g(self->m);
+        self->armed_.reset();
+      }
+      auto next = self->step();
+      {
+        std::lock_guard g(self->m);
+        self->armed_ = next;
+      }
+      self->timer_.expires_at(next);
       co_await self->timer_.async_wait(asio::as_tuple(asio::use_awaitable));
     }
   }
 
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;
+  std::optional<std::chrono::steady_clock::time_point> armed_;  // under m: when the timer fires; unset while stepping
 };
 
 }  // namespace dlock::detail
