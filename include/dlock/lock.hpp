@@ -27,6 +27,7 @@
 #include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/policy_checks.hpp>
 #include <dlock/detail/random.hpp>
+#include <dlock/detail/run_here.hpp>
 #include <dlock/detail/spawn.hpp>
 #include <dlock/hold.hpp>
 
@@ -398,6 +399,9 @@ class Lock {
   void check_blocking_allowed() const;
 
   acquire_result acquire_blocking(const std::string& key, detail::steady::time_point deadline);
+  // Runs a lock operation for a blocking caller (see detail::run_here).
+  template <class T>
+  T run_blocking(asio::awaitable<T> op);
 
   bool try_lock_until_steady(detail::steady::time_point deadline);
 

@@ -116,53 +116,111 @@ void RedisBackend::check_not_io_thread() const {
     throw std::logic_error("dlock: a blocking RedisBackend call from its own I/O thread would deadlock");
 }
 
-redis::response RedisBackend::exec(redis::request req, std::error_code& ec) {
+namespace {
+
+// This thread's innermost blocking_scope: its backend and its connection.
+thread_local const RedisBackend* scope_owner = nullptr;
+thread_local redis::blocking_connection* scope_conn = nullptr;
+
+}  // namespace
+
+std::unique_ptr<redis::blocking_connection> RedisBackend::take_blocking() {
+  std::unique_ptr<redis::blocking_connection> c;
+  {
+    std::lock_guard g(pool_mutex_);
+    if (!idle_.empty()) {
+      c = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (!c) return std::make_unique<redis::blocking_connection>(commands_->settings());
+  // The server may have closed it while it sat idle (a restart, its
+  // `timeout`): find out now, not from a command that is then "unknown".
+  if (c->is_open()) c->check_idle();
+  return c;
+}
+
+void RedisBackend::give_back(std::unique_ptr<redis::blocking_connection> c) {
+  std::lock_guard g(pool_mutex_);
+  idle_.push_back(std::move(c));
+}
+
+RedisBackend::blocking_scope::blocking_scope(RedisBackend& backend)
+    : backend_(backend), conn_(backend.take_blocking()), outer_owner_(scope_owner), outer_conn_(scope_conn) {
+  scope_owner = &backend_;
+  scope_conn = conn_.get();
+}
+
+RedisBackend::blocking_scope::~blocking_scope() {
+  scope_owner = outer_owner_;
+  scope_conn = outer_conn_;
+  backend_.give_back(std::move(conn_));
+}
+
+redis::blocking_connection* RedisBackend::blocking_here() const noexcept {
+  return scope_owner == this ? scope_conn : nullptr;
+}
+
+// Runs `direct` on a pooled blocking connection; when it could not write
+// the command (condition::not_sent: no connection), runs `shared`, which
+// waits for the shared connection.
+template <class T, class Direct, class Shared>
+std::pair<std::error_code, T> RedisBackend::blocking_call(Direct&& direct, Shared&& shared) {
   check_not_io_thread();
-  auto r = wait_for<redis::response>(
-      [&](auto cb) { commands_->async_exec(std::move(req), std::move(cb)); });
+  auto c = take_blocking();
+  auto [ec, v] = direct(*c);
+  give_back(std::move(c));
+  if (ec == condition::not_sent) return wait_for<T>(std::forward<Shared>(shared));
+  return {ec, std::move(v)};
+}
+
+redis::response RedisBackend::exec(redis::request req, std::error_code& ec) {
+  auto r = blocking_call<redis::response>([&](redis::blocking_connection& c) { return c.exec(req); },
+                                          [&](auto cb) { commands_->async_exec(std::move(req), std::move(cb)); });
   ec = r.first;
   return std::move(r.second);
 }
 
 redis::response RedisBackend::exec(redis::request req) {
-  check_not_io_thread();
-  return value_or_throw(wait_for<redis::response>([&](auto cb) {
-                          commands_->async_exec(std::move(req), std::move(cb));
-                        }),
-                        "Redis request failed");
+  return value_or_throw(
+      blocking_call<redis::response>([&](redis::blocking_connection& c) { return c.exec(req); },
+                                     [&](auto cb) { commands_->async_exec(std::move(req), std::move(cb)); }),
+      "Redis request failed");
 }
 
 redis::value RedisBackend::command(redis::request req, std::error_code& ec) {
-  check_not_io_thread();
-  auto r = wait_for<redis::value>([&](auto cb) { async_command(std::move(req), std::move(cb)); });
+  auto r = blocking_call<redis::value>(
+      [&](redis::blocking_connection& c) {
+        auto [e, rs] = c.exec(req);
+        return redis::detail::single_reply(e, rs);
+      },
+      [&](auto cb) { async_command(std::move(req), std::move(cb)); });
   ec = r.first;
   return std::move(r.second);
 }
 
 redis::value RedisBackend::command(redis::request req) {
-  check_not_io_thread();
-  return value_or_throw(
-      wait_for<redis::value>([&](auto cb) { async_command(std::move(req), std::move(cb)); }),
-      "Redis command failed");
+  std::error_code ec;
+  auto v = command(std::move(req), ec);
+  if (ec) value_or_throw(std::pair{ec, std::move(v)}, "Redis command failed");
+  return v;
 }
 
 redis::value RedisBackend::eval(const redis::script& s, std::vector<std::string> keys,
                                 std::vector<std::string> args, std::error_code& ec) {
-  check_not_io_thread();
-  auto r = wait_for<redis::value>([&](auto cb) {
-    async_eval(s, std::move(keys), std::move(args), std::move(cb));
-  });
+  auto r = blocking_call<redis::value>(
+      [&](redis::blocking_connection& c) { return c.eval(s, keys, args); },
+      [&](auto cb) { async_eval(s, std::move(keys), std::move(args), std::move(cb)); });
   ec = r.first;
   return std::move(r.second);
 }
 
 redis::value RedisBackend::eval(const redis::script& s, std::vector<std::string> keys,
                                 std::vector<std::string> args) {
-  check_not_io_thread();
-  return value_or_throw(wait_for<redis::value>([&](auto cb) {
-                          async_eval(s, std::move(keys), std::move(args), std::move(cb));
-                        }),
-                        "Redis script failed");
+  std::error_code ec;
+  auto v = eval(s, std::move(keys), std::move(args), ec);
+  if (ec) value_or_throw(std::pair{ec, std::move(v)}, "Redis script failed");
+  return v;
 }
 
 }  // namespace dlock

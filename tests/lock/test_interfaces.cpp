@@ -7,6 +7,7 @@
 #include <future>
 #include <thread>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/dlock.hpp>
@@ -195,4 +196,53 @@ TEST_CASE("the host tells a renewal policy's keeper when a hold starts, pauses a
   CHECK(ec == dlock::error::lease_lost);
   CHECK(log.paused == 2);
   CHECK(log.ended == 2);  // once per hold
+}
+
+// The blocking path: a blocking call runs its operation on the calling
+// thread, over a connection that thread writes and reads itself.
+TEMPLATE_TEST_CASE("blocking lock calls do not wait for the backend's I/O thread", "[interfaces][blocking]",
+                   (dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>),
+                   (dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::PubSub>)) {
+  private_redis redis;
+  TestType lock(redis.backend, "api:own-thread");
+  // The I/O thread is kept busy until the lock has been taken and given
+  // back (or 10 s pass: then the lock calls needed it).
+  std::promise<void> started, done;
+  auto finished = done.get_future().share();
+  auto blocked = std::async(std::launch::async, [&] {
+    std::promise<bool> timed_out;
+    auto result = timed_out.get_future();
+    boost::asio::post(redis.backend.get_executor(), [&] {
+      started.set_value();
+      timed_out.set_value(finished.wait_for(scaled(10s)) == std::future_status::timeout);
+    });
+    return result.get();
+  });
+  started.get_future().wait();
+  lock.lock();
+  CHECK(redis.server.command({"EXISTS", "api:own-thread"}) == "1");
+  lock.unlock();
+  CHECK(redis.server.command({"EXISTS", "api:own-thread"}) == "0");
+  done.set_value();
+  CHECK_FALSE(blocked.get());
+}
+
+TEST_CASE("a blocking acquire whose reply comes late is resolved after the acquire ran", "[interfaces][blocking]") {
+  // Commands time out after 700 ms; writes are held for 1 s. The SET times
+  // out; the question "is the key ours?" goes on the same connection, so it
+  // is answered after the SET ran, and the acquire knows it won.
+  private_redis redis(dlock::test::impatient(scaled(700ms)));
+  dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::TryOnce> lock(redis.backend, "api:late",
+                                                                              {}, r::FixedLease{scaled(30s)});
+  REQUIRE(redis.backend.command(dlock::redis::request().push("PING")).str == "PONG");  // connected
+  redis.server.command({"CLIENT", "PAUSE", std::to_string(scaled(1000ms).count()), "WRITE"});
+  std::error_code ec;
+  auto hold = lock.try_acquire(ec);
+  CHECK(!ec);
+  REQUIRE(hold);  // not "not acquired" while the key holds our token
+  CHECK(redis.server.command({"EXISTS", "api:late"}) == "1");
+  std::error_code rec;
+  hold->release(rec);
+  CHECK(!rec);
+  CHECK(redis.server.command({"EXISTS", "api:late"}) == "0");
 }

@@ -32,18 +32,16 @@ namespace asio = boost::asio;
 
 namespace {
 
-// Whether the backend answers PING again.
+// Whether the backend's shared connection answers PING again.
 bool answers(dlock::RedisBackend& redis) {
-  std::error_code e;
-  auto v = redis.command(request().push("PING"), e);
-  return !e && v.str == "PONG";
+  return !dlock::test::exec_error(redis, request().push("PING")).get();
 }
 
 }  // namespace
 
 TEST_CASE("the connection reconnects after the server restarts on the same port", "[connection][reconnect]") {
   private_redis redis(adjusted([](dlock::redis::config& cfg) { cfg.command_timeout = scaled(2s); }));
-  CHECK(redis.backend.command(request().push("SET", "k", "v")).str == "OK");
+  CHECK(dlock::test::shared_command(redis.backend, request().push("SET", "k", "v")).str == "OK");
 
   // A command the server holds (BLPOP) is in flight when the server dies:
   // its outcome is unknown, not "failed".
@@ -56,7 +54,7 @@ TEST_CASE("the connection reconnects after the server restarts on the same port"
 
   // While it is down, a command is not sent and says why.
   std::error_code ec;
-  redis.backend.command(request().push("PING"), ec);
+  dlock::test::shared_command(redis.backend, request().push("PING"), ec);
   CHECK(ec == dlock::error::connection_refused);
 
   redis.server.start();
@@ -70,11 +68,11 @@ TEST_CASE("a paused server turns an in-flight command into outcome_unknown", "[c
     cfg.command_timeout = scaled(500ms);
     cfg.health_check_interval = scaled(200ms);
   }));
-  CHECK(redis.backend.command(request().push("PING")).str == "PONG");
+  CHECK(dlock::test::shared_command(redis.backend, request().push("PING")).str == "PONG");
   redis.server.pause();
   std::error_code ec;
   auto started = std::chrono::steady_clock::now();
-  redis.backend.command(request().push("SET", "k", "v"), ec);
+  dlock::test::shared_command(redis.backend, request().push("SET", "k", "v"), ec);
   auto waited = std::chrono::steady_clock::now() - started;
   CHECK(ec == dlock::error::outcome_unknown);
   CHECK(waited < scaled(10s));
@@ -93,14 +91,14 @@ TEST_CASE("a command timeout without a reply is outcome_unknown, and the late re
   std::error_code ec;
   // The server holds BLPOP for 1 s (scaled), longer than the command timeout.
   const auto held = std::chrono::duration_cast<std::chrono::seconds>(scaled(1s));
-  redis.backend.exec(request().push("BLPOP", "nothing", std::to_string(held.count())), ec);
+  dlock::test::shared_command(redis.backend, request().push("BLPOP", "nothing", std::to_string(held.count())), ec);
   CHECK(ec == dlock::error::outcome_unknown);
   // The late nil reply must not be taken as the answer to the next command:
   // wait until the server has given up the BLPOP and sent it.
   REQUIRE(wait_until([&] {
     return redis.server.command({"INFO", "clients"}).find("blocked_clients:0") != std::string::npos;
   }));
-  auto v = redis.backend.command(request().push("ECHO", "after"), ec);
+  auto v = dlock::test::shared_command(redis.backend, request().push("ECHO", "after"), ec);
   CHECK(!ec);
   CHECK(v.str == "after");
   CHECK(redis.backend.connection().statistics().connects == 1);
@@ -185,7 +183,7 @@ TEST_CASE("commands the server holds for 2 s keep the connection", "[connection]
 
   // Our own blocking command: no byte arrives for 2 s.
   std::error_code ec;
-  auto v = redis.backend.command(request().push("BLPOP", "nothing", "2"), ec);
+  auto v = dlock::test::shared_command(redis.backend, request().push("BLPOP", "nothing", "2"), ec);
   CHECK(!ec);
   CHECK(v.is_null());
 
@@ -200,7 +198,7 @@ TEST_CASE("commands the server holds for 2 s keep the connection", "[connection]
   });
   std::this_thread::sleep_for(scaled(300ms));
   auto started = std::chrono::steady_clock::now();
-  v = redis.backend.command(request().push("PING"), ec);
+  v = dlock::test::shared_command(redis.backend, request().push("PING"), ec);
   auto waited = std::chrono::steady_clock::now() - started;
   staller.join();
   CHECK(!ec);
@@ -215,7 +213,7 @@ TEST_CASE("a paused server is noticed under steady traffic", "[connection][healt
     cfg.health_check_interval = scaled(200ms);
   }));
   std::atomic<int> unknown{0}, never_written{0}, other{0}, done{0};
-  CHECK(redis.backend.command(request().push("PING")).str == "PONG");
+  CHECK(dlock::test::shared_command(redis.backend, request().push("PING")).str == "PONG");
   redis.server.pause();
   // A request every 50 ms: writes never stop, but replies do. The health
   // check must close the connection, and the requests after that are never
@@ -245,7 +243,7 @@ TEST_CASE("a paused server is noticed under steady traffic", "[connection][healt
 TEST_CASE("a request issued as the connection drops is sent on the next one", "[connection][reconnect]") {
   private_redis redis;
   auto& conn = redis.backend.connection();
-  CHECK(redis.backend.command(request().push("PING")).str == "PONG");
+  CHECK(dlock::test::shared_command(redis.backend, request().push("PING")).str == "PONG");
   // On the connection's strand the socket closes, and `hops` strand turns
   // later a request is issued: before or after the reader has seen the
   // close, before or after the writer was cancelled. It was never written,

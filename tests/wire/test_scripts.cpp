@@ -4,7 +4,9 @@
 // many calls share one round trip.
 #include <catch2/catch.hpp>
 
+#include <future>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <boost/asio/use_future.hpp>
@@ -36,6 +38,27 @@ counts counted(const redis_server& server) {
   return {calls(server, "script|load"), calls(server, "evalsha"), calls(server, "eval")};
 }
 
+// Runs a script on the backend's shared connection, the one the watchdog
+// and the async interface use (the blocking eval uses a connection of its
+// own: test_blocking.cpp).
+dlock::redis::value shared_eval(dlock::RedisBackend& backend, const script& s, std::vector<std::string> keys,
+                                std::vector<std::string> args, std::error_code& ec) {
+  std::promise<std::pair<dlock::redis::error_code, dlock::redis::value>> done;
+  backend.async_eval(s, std::move(keys), std::move(args),
+                     [&](dlock::redis::error_code e, dlock::redis::value v) { done.set_value({e, std::move(v)}); });
+  auto [e, v] = done.get_future().get();
+  ec = e;
+  return v;
+}
+
+dlock::redis::value shared_eval(dlock::RedisBackend& backend, const script& s, std::vector<std::string> keys,
+                                std::vector<std::string> args) {
+  std::error_code ec;
+  auto v = shared_eval(backend, s, std::move(keys), std::move(args), ec);
+  if (ec) throw std::system_error(ec, "shared_eval");
+  return v;
+}
+
 const script& adder() {
   static const script s("return redis.call('INCRBY', KEYS[1], ARGV[1])");
   return s;
@@ -47,35 +70,35 @@ TEST_CASE("a script's first run loads it in the same round trip; later runs send
   private_redis redis;
   auto before = counted(redis.server);
   auto writes = redis.backend.connection().statistics().writes;
-  CHECK(redis.backend.eval(adder(), {"n"}, {"5"}).integer == 5);
+  CHECK(shared_eval(redis.backend, adder(), {"n"}, {"5"}).integer == 5);
   CHECK(counted(redis.server) == counts{before.load + 1, before.evalsha + 1, before.eval});
   CHECK(redis.backend.connection().statistics().writes == writes + 1);  // one round trip, no NOSCRIPT
-  CHECK(redis.backend.eval(adder(), {"n"}, {"2"}).integer == 7);
+  CHECK(shared_eval(redis.backend, adder(), {"n"}, {"2"}).integer == 7);
   CHECK(counted(redis.server) == counts{before.load + 1, before.evalsha + 2, before.eval});
 }
 
 TEST_CASE("after SCRIPT FLUSH a call is run again by EVAL, exactly once", "[script]") {
   private_redis redis;
-  CHECK(redis.backend.eval(adder(), {"n"}, {"5"}).integer == 5);
+  CHECK(shared_eval(redis.backend, adder(), {"n"}, {"5"}).integer == 5);
   redis.server.command({"SCRIPT", "FLUSH"});
   auto before = counted(redis.server);
-  CHECK(redis.backend.eval(adder(), {"n"}, {"2"}).integer == 7);  // NOSCRIPT, then EVAL
+  CHECK(shared_eval(redis.backend, adder(), {"n"}, {"2"}).integer == 7);  // NOSCRIPT, then EVAL
   CHECK(counted(redis.server) == counts{before.load, before.evalsha + 1, before.eval + 1});
   CHECK(redis.server.command({"GET", "n"}) == "7");  // added once
   // The next run loads it again ahead of its EVALSHA, in one round trip.
-  CHECK(redis.backend.eval(adder(), {"n"}, {"1"}).integer == 8);
+  CHECK(shared_eval(redis.backend, adder(), {"n"}, {"1"}).integer == 8);
   CHECK(counted(redis.server) == counts{before.load + 1, before.evalsha + 2, before.eval + 1});
 }
 
 TEST_CASE("a reconnect to a restarted server loads scripts again without a NOSCRIPT", "[script]") {
   private_redis redis;
-  CHECK(redis.backend.eval(adder(), {"n"}, {"5"}).integer == 5);
+  CHECK(shared_eval(redis.backend, adder(), {"n"}, {"5"}).integer == 5);
   auto connects = redis.backend.connection().statistics().connects;
   redis.server.restart();  // a new server: no scripts, fresh statistics
   // Once the connection is back (a call encoded before the reconnect sends
   // only the SHA, gets NOSCRIPT and is run again: correct, one trip more).
   REQUIRE(dlock::test::wait_until([&] { return redis.backend.connection().statistics().connects > connects; }));
-  auto v = redis.backend.eval(adder(), {"n"}, {"2"});
+  auto v = shared_eval(redis.backend, adder(), {"n"}, {"2"});
   CHECK(v.integer == 2);
   CHECK(counted(redis.server) == counts{1, 1, 0});
 }
@@ -84,10 +107,10 @@ TEST_CASE("a script that does not compile reports the compiler's message", "[scr
   private_redis redis;
   script broken("return (");
   std::error_code ec;
-  auto v = redis.backend.eval(broken, {}, {}, ec);
+  auto v = shared_eval(redis.backend, broken, {}, {}, ec);
   CHECK(ec == dlock::error::server_error);
   CHECK_THAT(v.str, Catch::Contains("compiling"));
-  CHECK(redis.backend.eval(adder(), {"n"}, {"1"}).integer == 1);  // and the connection goes on
+  CHECK(shared_eval(redis.backend, adder(), {"n"}, {"1"}).integer == 1);  // and the connection goes on
 }
 
 TEST_CASE("many calls share one round trip, replies in order; NOSCRIPT is given back per call", "[script]") {

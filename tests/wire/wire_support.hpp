@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -38,6 +39,26 @@ std::future<redis::error_code> exec_error(Link& link, redis::request req) {
   auto f = done->get_future();
   link.async_exec(std::move(req), [done](redis::error_code ec, redis::response) { done->set_value(ec); });
   return f;
+}
+
+/// One command on a backend's shared connection (the backend's blocking
+/// `command` uses a blocking connection of its own instead), blocking.
+template <class Backend>
+redis::value shared_command(Backend& backend, redis::request req, std::error_code& ec) {
+  std::promise<std::pair<redis::error_code, redis::value>> done;
+  backend.async_command(std::move(req),
+                        [&](redis::error_code e, redis::value v) { done.set_value({e, std::move(v)}); });
+  auto [e, v] = done.get_future().get();
+  ec = e;
+  return v;
+}
+
+template <class Backend>
+redis::value shared_command(Backend& backend, redis::request req) {
+  std::error_code ec;
+  auto v = shared_command(backend, std::move(req), ec);
+  if (ec) throw std::system_error(ec, "shared_command");
+  return v;
 }
 
 /// Starts `conn` and gives how its first connect attempt ended.

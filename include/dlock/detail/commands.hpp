@@ -32,6 +32,13 @@ template <class B>
 asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redis::script& s,
                                                           std::vector<std::string> keys,
                                                           std::vector<std::string> args) {
+  if constexpr (requires { backend.blocking_here(); }) {
+    if (auto* direct = backend.blocking_here()) {
+      auto out = direct->eval(s, keys, args);
+      // Not written (it cannot connect): the shared connection takes it.
+      if (!(out.first == condition::not_sent)) co_return out;
+    }
+  }
   auto [ec, v] = co_await backend.async_eval(s, std::move(keys), std::move(args), uncancellable());
   co_return std::pair{ec, std::move(v)};
 }
@@ -39,6 +46,12 @@ asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redi
 /// Sends a pipeline and gives (error, replies) to a coroutine.
 template <class B>
 asio::awaitable<std::pair<error_code, redis::response>> exec(B& backend, redis::request req) {
+  if constexpr (requires { backend.blocking_here(); }) {
+    if (auto* direct = backend.blocking_here()) {
+      auto out = direct->exec(req);
+      if (!(out.first == condition::not_sent)) co_return out;
+    }
+  }
   auto [ec, r] = co_await backend.async_exec(std::move(req), uncancellable());
   co_return std::pair{ec, std::move(r)};
 }

@@ -278,8 +278,21 @@ template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_blocking(const std::string& key, detail::steady::time_point deadline)
     -> acquire_result {
   check_blocking_allowed();
-  return asio::co_spawn(asio::make_strand(backend_.get_executor()), acquire_op(key, deadline), asio::use_future)
-      .get();
+  return run_blocking(acquire_op(key, deadline));
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+template <class T>
+T Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_blocking(asio::awaitable<T> op) {
+  if constexpr (requires { typename BackendT::blocking_scope; }) {
+    // On this thread, with its commands on a connection of its own: no
+    // thread hop before a command is written or after its reply is read.
+    if (!detail::running_here()) {
+      typename BackendT::blocking_scope scope(backend_);
+      return detail::run_here(std::move(op));
+    }
+  }
+  return asio::co_spawn(asio::make_strand(backend_.get_executor()), std::move(op), asio::use_future).get();
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -296,9 +309,7 @@ template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec,
                                                  std::string id, bool abandon) -> release_result {
   if (backend_.on_io_thread()) return release_result{error::would_deadlock, std::move(id)};
-  return asio::co_spawn(asio::make_strand(backend_.get_executor()),
-                        release_op(key, std::move(rec), std::move(id), abandon), asio::use_future)
-      .get();
+  return run_blocking(release_op(key, std::move(rec), std::move(id), abandon));
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>

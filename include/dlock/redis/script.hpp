@@ -25,6 +25,29 @@ inline std::pair<error_code, value> single_reply(error_code ec, response& r) {
   return {{}, std::move(r[0])};
 }
 
+
+// The reply of each call of a pipeline that script_cache::push encoded (at
+// `at`): its EVALSHA's reply, or the SCRIPT LOAD's error when the load
+// failed. A NOSCRIPT reply makes the cache forget the script.
+inline std::pair<error_code, std::vector<value>> call_replies(script_cache& scripts,
+                                                               const std::vector<script_call>& calls,
+                                                               const std::vector<script_cache::slot>& at,
+                                                               response& r) {
+  std::vector<value> out;
+  out.reserve(calls.size());
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    auto reply = at[i].reply;
+    if (reply >= r.size()) return {make_error_code(error::unexpected_reply), {}};
+    if (is_noscript(r[reply])) {
+      scripts.forget(*calls[i].script);
+      // The load itself failed (a script that does not compile): its error
+      // says more than NOSCRIPT.
+      if (at[i].loads && r[reply - 1].is_error()) reply -= 1;
+    }
+    out.push_back(std::move(r[reply]));
+  }
+  return {error_code{}, std::move(out)};
+}
 }  // namespace detail
 
 /// Runs every call in `calls` in one pipeline on `conn` (one round trip)
@@ -57,20 +80,8 @@ auto async_eval_all(connection& conn, std::vector<script_call> calls, Completion
           return;
         }
         if (ec) return self.complete(ec, std::vector<value>{});
-        std::vector<value> out;
-        out.reserve(calls.size());
-        for (std::size_t i = 0; i < calls.size(); ++i) {
-          auto reply = at[i].reply;
-          if (reply >= r.size()) return self.complete(make_error_code(error::unexpected_reply), std::vector<value>{});
-          if (detail::is_noscript(r[reply])) {
-            conn.scripts().forget(*calls[i].script);
-            // The load itself failed (a script that does not compile):
-            // its error says more than NOSCRIPT.
-            if (at[i].loads && r[reply - 1].is_error()) reply -= 1;
-          }
-          out.push_back(std::move(r[reply]));
-        }
-        self.complete(error_code{}, std::move(out));
+        auto [e, out] = detail::call_replies(conn.scripts(), calls, at, r);
+        self.complete(e, std::move(out));
       },
       token, conn.get_executor());
 }

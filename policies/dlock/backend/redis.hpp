@@ -16,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <dlock/redis/blocking_connection.hpp>
 #include <dlock/redis/config.hpp>
 #include <dlock/redis/connection.hpp>
 #include <dlock/redis/script.hpp>
@@ -121,8 +122,39 @@ class RedisBackend {
     return *static_cast<Service*>(slot.get());
   }
 
+  /// Blocking calls without the thread hops. While a blocking_scope lives,
+  /// commands that lock policies send from this thread on this backend go
+  /// over a blocking connection of the scope's own (redis::
+  /// blocking_connection), written and read by this thread, instead of
+  /// through the I/O thread: one send() and one recv() instead of two thread
+  /// wake-ups around them. Lock's blocking calls open one for their
+  /// duration and run their operation on the calling thread. The
+  /// connections are pooled: there are as many as threads that block on
+  /// this backend at the same moment, and they stay open for reuse. A
+  /// command that cannot be written on one (it cannot connect) goes through
+  /// the shared connection instead, with that connection's reconnect
+  /// handling. Scopes nest, one per backend; a scope is not movable.
+  class blocking_scope {
+   public:
+    explicit blocking_scope(RedisBackend& backend);
+    ~blocking_scope();
+    blocking_scope(const blocking_scope&) = delete;
+    blocking_scope& operator=(const blocking_scope&) = delete;
+
+   private:
+    RedisBackend& backend_;
+    std::unique_ptr<redis::blocking_connection> conn_;
+    const RedisBackend* outer_owner_;
+    redis::blocking_connection* outer_conn_;
+  };
+
+  /// The connection of this thread's innermost blocking_scope on this
+  /// backend, or nullptr.
+  redis::blocking_connection* blocking_here() const noexcept;
+
   // Blocking forms: each throws std::system_error (whose what() carries the
-  // server's message for server_error), or reports through `ec`.
+  // server's message for server_error), or reports through `ec`. They use a
+  // pooled blocking connection, as a blocking_scope does.
   redis::response exec(redis::request req);
   redis::response exec(redis::request req, std::error_code& ec);
   redis::value command(redis::request req);
@@ -135,6 +167,13 @@ class RedisBackend {
  private:
   void check_not_io_thread() const;
   void wait_first_connect();
+  std::unique_ptr<redis::blocking_connection> take_blocking();
+  void give_back(std::unique_ptr<redis::blocking_connection> c);
+  template <class T, class Direct, class Shared>
+  std::pair<std::error_code, T> blocking_call(Direct&& direct, Shared&& shared);
+
+  std::mutex pool_mutex_;
+  std::vector<std::unique_ptr<redis::blocking_connection>> idle_;  // the blocking connections not in use
 
   std::unique_ptr<redis::asio::io_context> own_context_;
   executor_type executor_;

@@ -1,0 +1,99 @@
+// A connection that its caller's thread drives itself: a blocking socket,
+// written and read in the caller's own system calls. It is what a blocking
+// call costs at best (one write, one read), with the same handshake, limits,
+// script cache and error meanings as redis::connection.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/system/error_code.hpp>
+
+#include <dlock/error.hpp>
+#include <dlock/redis/config.hpp>
+#include <dlock/redis/request.hpp>
+#include <dlock/redis/resp.hpp>
+#include <dlock/redis/script_cache.hpp>
+
+namespace dlock::redis {
+
+using error_code = boost::system::error_code;
+
+/// One blocking socket to one server, used by one thread at a time (it has
+/// no lock of its own; RedisBackend hands each to one caller at a time).
+///
+/// It connects on first use, within `connect_timeout`, with the handshake
+/// redis::connection uses. After a failed connect it does not try again
+/// before a backoff (`reconnect_wait` doubling to `reconnect_wait_max`)
+/// has passed, and meanwhile fails at once with not_connected.
+///
+/// Errors keep redis::connection's meanings:
+/// - nothing was written: a connect error (connection_refused,
+///   resolve_failed, connect_timeout, auth_failed, select_failed) or
+///   not_connected; all match condition::not_sent, so the caller may send
+///   the command another way;
+/// - written but not answered within `command_timeout`, or the connection
+///   broke (end of file, reset, a reply the parser refuses): outcome_unknown.
+///   A broken socket is closed and the next call reconnects. After a
+///   timeout the socket stays open, as redis::connection's does: the next
+///   command is answered after the late replies (which are dropped), so a
+///   question about the unanswered command ("did my SET win?") is answered
+///   after it ran, if it runs. A command that then times out without one
+///   byte arriving closes the socket (the server is gone).
+class blocking_connection {
+ public:
+  explicit blocking_connection(config cfg);
+  ~blocking_connection();
+  blocking_connection(const blocking_connection&) = delete;
+  blocking_connection& operator=(const blocking_connection&) = delete;
+
+  /// Writes `req` and reads its replies (one per command; error replies are
+  /// values of kind::error).
+  std::pair<error_code, response> exec(const request& req);
+
+  /// Runs every call in one round trip, loading scripts this connection has
+  /// not loaded in the same pipeline; one reply per call, as
+  /// redis::async_eval_all gives them.
+  std::pair<error_code, std::vector<value>> eval_all(const std::vector<script_call>& calls);
+
+  /// Runs one script; a NOSCRIPT reply is answered by one EVAL of its
+  /// source. An error reply is server_error with the reply as the value, as
+  /// redis::async_eval gives it.
+  std::pair<error_code, value> eval(const script& s, const std::vector<std::string>& keys,
+                                    const std::vector<std::string>& args);
+
+  /// Whether an open socket is still usable: false (and the socket closed)
+  /// when the server has closed it or sent something nobody asked for. One
+  /// non-blocking peek; call it before reusing a connection that sat idle.
+  bool check_idle();
+
+  bool is_open() const noexcept { return fd_ >= 0; }
+  /// Successful connects so far.
+  std::size_t connects() const noexcept { return connects_; }
+  const config& settings() const noexcept { return cfg_; }
+
+ private:
+  error_code open();
+  error_code open_socket(std::chrono::steady_clock::time_point deadline);
+  error_code handshake(std::chrono::steady_clock::time_point deadline);
+  // Writes all of `data`; sets `wrote_any` when a byte may have left.
+  error_code write_all(const std::string& data, bool& wrote_any);
+  // Reads until `out` holds `n` replies or `deadline` passes.
+  error_code read_replies(std::size_t n, response& out, std::chrono::steady_clock::time_point deadline);
+  void close() noexcept;
+
+  config cfg_;
+  int fd_ = -1;
+  std::size_t connects_ = 0;
+  std::size_t owed_ = 0;  // replies of timed-out commands, still to come
+  parser parser_;
+  std::string buffer_;  // bytes read and not yet parsed
+  detail::script_cache scripts_;
+  std::chrono::steady_clock::time_point retry_after_{};
+  std::chrono::milliseconds next_wait_{0};
+  std::chrono::milliseconds timeout_set_ = std::chrono::milliseconds::max();  // SO_RCVTIMEO; max: none
+};
+
+}  // namespace dlock::redis

@@ -1,0 +1,280 @@
+// blocking_connection: one socket in blocking mode, with SO_RCVTIMEO and
+// SO_SNDTIMEO for the command timeout, so that a command costs one send()
+// and (usually) one recv(), the least a client can spend.
+#include <dlock/redis/blocking_connection.hpp>
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <dlock/redis/script.hpp>
+
+#include "connect_error.hpp"
+#include "handshake.hpp"
+
+namespace dlock::redis {
+namespace {
+
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+error_code os_error(int e) { return error_code(e, boost::system::system_category()); }
+
+milliseconds left_until(clock::time_point deadline) {
+  return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - clock::now()));
+}
+
+bool set_timeout(int fd, int option, milliseconds ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  return ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv) == 0;
+}
+
+// Connects `fd` to `addr` within `deadline`, then leaves it in blocking mode.
+error_code connect_within(int fd, const sockaddr* addr, socklen_t len, clock::time_point deadline) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return os_error(errno);
+  if (::connect(fd, addr, len) != 0) {
+    if (errno != EINPROGRESS) return os_error(errno);
+    for (;;) {
+      pollfd p{fd, POLLOUT, 0};
+      int n = ::poll(&p, 1, static_cast<int>(left_until(deadline).count()));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return os_error(errno);
+      if (n == 0) return error::connect_timeout;
+      break;
+    }
+    int err = 0;
+    socklen_t err_len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) != 0) return os_error(errno);
+    if (err != 0) return os_error(err);
+  }
+  if (::fcntl(fd, F_SETFL, flags) < 0) return os_error(errno);
+  return {};
+}
+
+}  // namespace
+
+blocking_connection::blocking_connection(config cfg) : cfg_(std::move(cfg)), parser_(cfg_.limits) {}
+
+blocking_connection::~blocking_connection() { close(); }
+
+void blocking_connection::close() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  owed_ = 0;
+  timeout_set_ = milliseconds::max();  // a new socket has none
+  parser_.reset();
+  buffer_.clear();
+}
+
+bool blocking_connection::check_idle() {
+  if (fd_ < 0) return false;
+  char c;
+  ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+  if (n > 0 && owed_ > 0) return true;  // late replies, read by the next command
+  close();  // end of file, a reset, or bytes nobody asked for
+  return false;
+}
+
+error_code blocking_connection::open() {
+  auto now = clock::now();
+  if (now < retry_after_) return error::not_connected;
+  auto deadline = now + cfg_.connect_timeout;
+  error_code ec = open_socket(deadline);
+  if (!ec) ec = handshake(deadline);
+  if (ec) {
+    close();
+    next_wait_ = next_wait_.count() == 0 ? cfg_.reconnect_wait : std::min(next_wait_ * 2, cfg_.reconnect_wait_max);
+    retry_after_ = clock::now() + next_wait_;
+    return detail::to_connect_error(ec);
+  }
+  next_wait_ = milliseconds(0);
+  retry_after_ = {};
+  ++connects_;
+  scripts_.clear();  // it may be a restarted server
+  return {};
+}
+
+error_code blocking_connection::open_socket(clock::time_point deadline) {
+  close();
+  if (cfg_.kind == config::transport::unix_socket) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (cfg_.path.size() >= sizeof addr.sun_path) return error::connection_refused;
+    std::memcpy(addr.sun_path, cfg_.path.data(), cfg_.path.size());
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return os_error(errno);
+    return connect_within(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr, deadline);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string port = std::to_string(cfg_.port);
+  if (int rc = ::getaddrinfo(cfg_.host.c_str(), port.c_str(), &hints, &found); rc != 0 || !found)
+    return error::resolve_failed;
+  error_code ec = error::resolve_failed;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    close();
+    fd_ = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd_ < 0) {
+      ec = os_error(errno);
+      continue;
+    }
+    ec = connect_within(fd_, a->ai_addr, a->ai_addrlen, deadline);
+    if (!ec || ec == error::connect_timeout) break;
+  }
+  ::freeaddrinfo(found);
+  if (ec) return ec;
+  int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return {};
+}
+
+error_code blocking_connection::handshake(clock::time_point deadline) {
+  const detail::handshake greeting(cfg_);
+  if (!set_timeout(fd_, SO_SNDTIMEO, left_until(deadline))) return os_error(errno);
+  bool wrote_any = false;
+  if (auto ec = write_all(greeting.commands().payload(), wrote_any)) return ec;
+  response replies;
+  if (auto ec = read_replies(greeting.replies_expected(), replies, deadline))
+    return ec == error::outcome_unknown && clock::now() >= deadline ? error_code(error::connect_timeout) : ec;
+  if (auto ec = greeting.verdict(replies)) return ec;
+  // From now on every send and every first read waits the command timeout.
+  if (!set_timeout(fd_, SO_SNDTIMEO, cfg_.command_timeout) || !set_timeout(fd_, SO_RCVTIMEO, cfg_.command_timeout))
+    return os_error(errno);
+  timeout_set_ = cfg_.command_timeout;
+  return {};
+}
+
+error_code blocking_connection::write_all(const std::string& data, bool& wrote_any) {
+  std::size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close();
+      // Not one byte left: the command did not reach the server.
+      if (!wrote_any) return errno == EAGAIN || errno == EWOULDBLOCK ? error::command_timeout : error::not_connected;
+      return error::outcome_unknown;
+    }
+    wrote_any = true;
+    off += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+error_code blocking_connection::read_replies(std::size_t n, response& out, clock::time_point deadline) {
+  char chunk[16 * 1024];
+  bool timed_out = false, heard = false;
+  const bool owed_before = owed_ > 0;
+  while (out.size() < n) {
+    if (!buffer_.empty()) {
+      auto res = parser_.parse(buffer_);
+      buffer_.erase(0, res.consumed);
+      if (res.ec) {
+        close();  // a broken stream cannot be resynchronised
+        return error::outcome_unknown;
+      }
+      if (res.reply) {
+        if (owed_ > 0) --owed_;  // the late reply of a command that timed out
+        else out.push_back(std::move(*res.reply));
+        continue;
+      }
+    }
+    auto now = clock::now();
+    if (now >= deadline) {
+      if (owed_before && !heard) {
+        close();  // two commands and not a byte: the server is gone
+      } else {
+        // A slow server: the socket stays open, and the next command on it
+        // is read after these replies, so whatever it asks (say, whether
+        // this command won) is answered after this command ran, if it runs.
+        owed_ += n - out.size();
+      }
+      return error::outcome_unknown;
+    }
+    // The socket's timeout never outlasts the deadline; it is raised only
+    // after it cut a wait short (so a command usually costs no setsockopt).
+    auto budget = std::chrono::ceil<milliseconds>(deadline - now);
+    if (budget < timeout_set_ || (timed_out && budget > timeout_set_)) {
+      if (!set_timeout(fd_, SO_RCVTIMEO, budget)) {
+        close();
+        return error::outcome_unknown;
+      }
+      timeout_set_ = budget;
+    }
+    ssize_t got = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (got < 0 && errno == EINTR) continue;
+    timed_out = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (timed_out) continue;  // the deadline check above decides
+    if (got <= 0) {
+      close();  // end of file or a reset
+      return error::outcome_unknown;
+    }
+    heard = true;
+    buffer_.append(chunk, static_cast<std::size_t>(got));
+  }
+  if (!buffer_.empty()) {
+    close();  // more than anyone asked for: out of step
+    return error::outcome_unknown;
+  }
+  return {};
+}
+
+std::pair<error_code, response> blocking_connection::exec(const request& req) {
+  if (fd_ < 0) {
+    if (auto ec = open()) return {ec, {}};
+  }
+  auto deadline = clock::now() + cfg_.command_timeout;
+  bool wrote_any = false;
+  if (auto ec = write_all(req.payload(), wrote_any)) return {ec, {}};
+  response out;
+  out.reserve(req.size());
+  if (auto ec = read_replies(req.size(), out, deadline)) return {ec, {}};
+  return {error_code{}, std::move(out)};
+}
+
+std::pair<error_code, std::vector<value>> blocking_connection::eval_all(const std::vector<script_call>& calls) {
+  if (calls.empty()) return {};
+  // Connect first: a connect clears the cache, which must then record what
+  // this pipeline loads.
+  if (fd_ < 0) {
+    if (auto ec = open()) return {ec, {}};
+  }
+  request req;
+  std::vector<detail::script_cache::slot> at;
+  at.reserve(calls.size());
+  for (auto& c : calls) at.push_back(scripts_.push(req, c));
+  auto [ec, r] = exec(req);
+  // Every failure closed the socket, and the next connect clears the cache.
+  if (ec) return {ec, {}};
+  return detail::call_replies(scripts_, calls, at, r);
+}
+
+std::pair<error_code, value> blocking_connection::eval(const script& s, const std::vector<std::string>& keys,
+                                                       const std::vector<std::string>& args) {
+  auto [ec, r] = eval_all({script_call{&s, keys, args}});
+  if (!ec && r.size() == 1 && detail::is_noscript(r[0])) {
+    request req;
+    detail::push_eval(req, "EVAL", s.source(), keys, args);
+    auto [eec, er] = exec(req);
+    return detail::single_reply(eec, er);
+  }
+  return detail::single_reply(ec, r);
+}
+
+}  // namespace dlock::redis
