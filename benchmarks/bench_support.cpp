@@ -1,7 +1,16 @@
 // The benchmarks' shared server, PING baseline and ratio reporter.
 #include "bench_support.hpp"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
+#include <stdexcept>
 #include <chrono>
 #include <string_view>
 #include <system_error>
@@ -30,27 +39,94 @@ void choose_server(int& argc, char** argv) {
   }
 }
 
+plain_socket::plain_socket(const std::string& url) {
+  auto cfg = redis::parse_url(url);
+  if (cfg.kind == redis::config::transport::unix_socket) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, cfg.path.data(), std::min(cfg.path.size(), sizeof addr.sun_path - 1));
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+      throw std::runtime_error("plain socket: cannot connect to " + cfg.describe());
+  } else {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(cfg.host.c_str(), std::to_string(cfg.port).c_str(), &hints, &found) != 0 || !found)
+      throw std::runtime_error("plain socket: cannot resolve " + cfg.describe());
+    fd_ = ::socket(found->ai_family, SOCK_STREAM, 0);
+    bool ok = fd_ >= 0 && ::connect(fd_, found->ai_addr, found->ai_addrlen) == 0;
+    ::freeaddrinfo(found);
+    if (!ok) throw std::runtime_error("plain socket: cannot connect to " + cfg.describe());
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  redis::request hello;
+  if (!cfg.password.empty()) {
+    if (cfg.user.empty()) hello.push("AUTH", cfg.password);
+    else hello.push("AUTH", cfg.user, cfg.password);
+    if (!send_line(hello.payload(), "+OK")) throw std::runtime_error("plain socket: AUTH failed");
+  }
+  if (cfg.database != 0 && !send_line(redis::request().push("SELECT", cfg.database).payload(), "+OK"))
+    throw std::runtime_error("plain socket: SELECT failed");
+}
+
+plain_socket::~plain_socket() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// Writes one command and reads its one-line reply, which must start with
+// `expect`.
+bool plain_socket::send_line(const std::string& resp, const char* expect) {
+  if (::write(fd_, resp.data(), resp.size()) != static_cast<ssize_t>(resp.size())) return false;
+  char buf[256];
+  std::size_t got = 0;
+  while (got < 2 || buf[got - 1] != '\n') {
+    ssize_t n = ::read(fd_, buf + got, sizeof buf - got);
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+    if (got == sizeof buf) return false;
+  }
+  return std::string_view(buf, got).rfind(expect, 0) == 0;
+}
+
+bool plain_socket::ping() {
+  static const char command[] = "*1\r\n$4\r\nPING\r\n";
+  char buf[64];
+  if (::write(fd_, command, sizeof command - 1) != static_cast<ssize_t>(sizeof command - 1)) return false;
+  std::size_t got = 0;
+  while (got < 7) {  // "+PONG\r\n"
+    ssize_t n = ::read(fd_, buf + got, sizeof buf - got);
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
 double ping_us() {
   static const double measured = [] {
-    boost::asio::io_context ctx(1);
-    RedisBackend redis(ctx.get_executor(), server_target().url);
+    plain_socket socket(server_target().url);
     std::vector<double> samples;
     for (int i = 0; i < 2000; ++i) {
-      bool done = false;
-      redis::error_code error;
       auto t0 = std::chrono::steady_clock::now();
-      redis.async_exec(redis::request().push("PING"), [&](redis::error_code ec, redis::response) {
-        error = ec;
-        done = true;
-      });
-      while (!done) ctx.run_one();
-      if (error) throw std::system_error(error, "PING");
+      if (!socket.ping()) throw std::runtime_error("plain socket: PING failed");
       samples.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
     std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
     return samples[samples.size() / 2];
   }();
   return measured;
+}
+
+void ping_plain_socket(benchmark::State& state) {
+  plain_socket socket(server_target().url);
+  for (auto _ : state) {
+    if (!socket.ping()) {
+      state.SkipWithError("PING failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
 }
 
 void report_ping(benchmark::State& state, double seconds_per_op) {

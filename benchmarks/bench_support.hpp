@@ -31,9 +31,27 @@ target& server_target();
 /// would reject the URL.
 void choose_server(int& argc, char** argv);
 
-/// The median PING round trip (microseconds) through dlock's connection
-/// from the calling thread, measured once per run on first use: every
-/// benchmark reports it as the counter `ping_us`.
+/// The least a client can do: a blocking socket (tcp or unix, with AUTH
+/// when the URL has a password, SELECT when it names a database) that
+/// writes PING and reads +PONG. Throws std::runtime_error if it cannot
+/// connect.
+class plain_socket {
+ public:
+  explicit plain_socket(const std::string& url);
+  ~plain_socket();
+  plain_socket(const plain_socket&) = delete;
+  plain_socket& operator=(const plain_socket&) = delete;
+  /// One PING round trip; false if the socket failed.
+  bool ping();
+
+ private:
+  bool send_line(const std::string& resp, const char* expect);
+  int fd_ = -1;
+};
+
+/// The median PING round trip (microseconds) on a plain_socket, measured
+/// once per run on first use: every benchmark reports it as the counter
+/// `ping_us`, and every ratio is in these.
 double ping_us();
 
 /// Sets the counters `ping_us` and `in_pings` (`seconds_per_op` as PING
@@ -41,8 +59,11 @@ double ping_us();
 /// from one thread of a threaded benchmark.
 void report_ping(benchmark::State& state, double seconds_per_op);
 
+/// One PING on a plain_socket: the unit every ratio is expressed in.
+void ping_plain_socket(benchmark::State& state);
+
 /// One PING through dlock's connection, with the io_context driven on the
-/// calling thread (no thread hop): the unit every ratio is expressed in.
+/// calling thread (no thread hop).
 void ping_round_trip(benchmark::State& state);
 
 /// Collects items_per_second (or time per iteration) per benchmark name
