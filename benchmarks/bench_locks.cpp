@@ -7,7 +7,10 @@
 //   the time per cycle is the hand-off from one holder to the next;
 // - many_locks/C/N: N independent locks, each taken and released in turn
 //   by its own chain of async calls, all over one backend: the aggregate
-//   rate, which pipelining lifts above one chain's (N = 1).
+//   rate, which pipelining lifts above one chain's (N = 1);
+// - lock_unlock_blocking/C: lock() + unlock() from the benchmark's thread;
+// - floor/...: a Token cycle's commands (dlock's, and redis-py's) on a plain
+//   blocking socket, the least any client could spend on them.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -89,6 +92,46 @@ void lock_unlock_blocking(benchmark::State& state) {
   dlock::bench::report_ping(state, seconds_since(t0) / static_cast<double>(state.iterations()));
 }
 
+// The floor under an uncontended Token cycle: the commands a Token lock
+// sends, written on a plain blocking socket with nothing around them.
+// `with_marker` true: dlock's own (SET NX PX + PTTL in one pipeline, then
+// the release script that also keeps a marker for a retried release);
+// false: redis-py's Lock (SET NX PX, then a compare-and-delete script).
+void floor_token_cycle(benchmark::State& state, bool with_marker) {
+  dlock::bench::plain_socket socket(dlock::bench::server_target().url);
+  static const dlock::redis::script plain_release(R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+)lua");
+  const auto& release = with_marker ? dlock::ownership::Token::release_script() : plain_release;
+  if (!socket.exchange(dlock::redis::request().push("SCRIPT", "LOAD", release.source()).payload(), 2)) {
+    state.SkipWithError("SCRIPT LOAD failed");
+    return;
+  }
+  const std::string name = with_marker ? "bench:floor:dlock" : "bench:floor:redis-py";
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  long n = 0;
+  auto t0 = bench_clock::now();
+  for (auto _ : state) {
+    dlock::redis::request acquire, release_req;
+    acquire.push("SET", name, token, "NX", "PX", 30000);
+    if (with_marker) {
+      acquire.push("PTTL", name);
+      release_req.push("EVALSHA", release.sha1(), 2, name, "{" + name + "}:release:" + std::to_string(++n), token,
+                       10000);
+    } else {
+      release_req.push("EVALSHA", release.sha1(), 1, name, token);
+    }
+    if (!socket.exchange(acquire.payload(), static_cast<int>(acquire.size())) ||
+        !socket.exchange(release_req.payload(), 1)) {
+      state.SkipWithError("a floor command failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+  dlock::bench::report_ping(state, seconds_since(t0) / static_cast<double>(state.iterations()));
+}
+
 // One thread of a contended run: its own backend, its own Lock object on
 // the shared name, blocking calls. A try-once lock is retried every
 // millisecond, as user code around one would.
@@ -157,6 +200,9 @@ void summary(dlock::bench::ratio_reporter& r) {
               "lock()/unlock(); contended: time per cycle (the hand-off) with W threads on one lock; many\n"
               "locks: the rate of %d locks over one backend as a multiple of one lock's.\n",
               ping * 1e6, many);
+  for (const char* floor : {"floor/token_commands", "floor/redis_py_commands"})
+    if (double rate = r.rate(floor); rate > 0)
+      std::printf("  %-26s %8s %8.2f   (the same commands on a plain socket)\n", floor, "", 1.0 / rate / ping);
   std::printf("  %-26s %8s %8s %8s %8s %8s %11s\n", "combination", "async", "blocking", "W=2", "W=8", "W=32",
               "many/one");
   dlock::combinations::for_each([&](auto type) {
@@ -184,6 +230,8 @@ int main(int argc, char** argv) {
   dlock::bench::choose_server(argc, argv);  // takes the URL, if any, out of argv
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RegisterBenchmark("BM_ping_plain_socket", dlock::bench::ping_plain_socket)->MinTime(0.5)->UseRealTime();
+  benchmark::RegisterBenchmark("floor/token_commands", floor_token_cycle, true)->MinTime(0.3)->UseRealTime();
+  benchmark::RegisterBenchmark("floor/redis_py_commands", floor_token_cycle, false)->MinTime(0.3)->UseRealTime();
   dlock::combinations::for_each([](auto type) {
     using L = typename decltype(type)::type;
     const auto name = L::combination_name();

@@ -103,6 +103,21 @@ bool plain_socket::ping() {
   return true;
 }
 
+bool plain_socket::exchange(const std::string& payload, int lines) {
+  if (::write(fd_, payload.data(), payload.size()) != static_cast<ssize_t>(payload.size())) return false;
+  char buf[512];
+  bool failed = false;
+  while (lines > 0) {
+    ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n <= 0) return false;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == '-' && (i == 0 || buf[i - 1] == '\n')) failed = true;
+      if (buf[i] == '\n') --lines;
+    }
+  }
+  return !failed;
+}
+
 double ping_us() {
   static const double measured = [] {
     plain_socket socket(server_target().url);

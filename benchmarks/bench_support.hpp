@@ -43,6 +43,10 @@ class plain_socket {
   plain_socket& operator=(const plain_socket&) = delete;
   /// One PING round trip; false if the socket failed.
   bool ping();
+  /// Writes `payload` (RESP commands) and reads until `lines` reply lines
+  /// have come back (for replies of one line each: +OK, :n, -ERR, $-1).
+  /// False if the socket failed or a reply was an error.
+  bool exchange(const std::string& payload, int lines);
 
  private:
   bool send_line(const std::string& resp, const char* expect);
