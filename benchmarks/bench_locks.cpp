@@ -194,32 +194,38 @@ void many_locks(benchmark::State& state) {
 
 void summary(dlock::bench::ratio_reporter& r) {
   double ping = r.seconds_per_op("BM_ping_plain_socket");
-  if (ping <= 0) return;
-  std::printf("\nin PING round trips on a plain socket (PING = %.1f us): an uncontended acquire + release\n"
-              "through the async interface (the io_context run by the benchmark's thread) and through\n"
-              "lock()/unlock(); contended: time per cycle (the hand-off) with W threads on one lock; many\n"
-              "locks: the rate of %d locks over one backend as a multiple of one lock's.\n",
-              ping * 1e6, many);
-  for (const char* floor : {"floor/token_commands", "floor/redis_py_commands"})
-    if (double rate = r.rate(floor); rate > 0)
-      std::printf("  %-26s %8s %8.2f   (the same commands on a plain socket)\n", floor, "", 1.0 / rate / ping);
-  std::printf("  %-26s %8s %8s %8s %8s %8s %11s\n", "combination", "async", "blocking", "W=2", "W=8", "W=32",
-              "many/one");
+  std::printf("\nin PING round trips on a plain socket, each row against the PING measured just before its\n"
+              "combination's benchmarks (ping/C; a machine's speed drifts over a run): an uncontended\n"
+              "acquire + release through the async interface (the io_context run by the benchmark's\n"
+              "thread) and through lock()/unlock(); contended: time per cycle (the hand-off) with W\n"
+              "threads on one lock; many locks: the rate of %d locks over one backend as a multiple of\n"
+              "one lock's.\n",
+              many);
+  if (ping > 0) {
+    std::printf("  first PING: %.1f us\n", ping * 1e6);
+    for (const char* floor : {"floor/token_commands", "floor/redis_py_commands"})
+      if (double rate = r.rate(floor); rate > 0)
+        std::printf("  %-26s %8s %8.2f   (the same commands on a plain socket)\n", floor, "", 1.0 / rate / ping);
+  }
+  std::printf("  %-26s %8s %8s %8s %8s %8s %11s %8s\n", "combination", "async", "blocking", "W=2", "W=8", "W=32",
+              "many/one", "PING us");
   dlock::combinations::for_each([&](auto type) {
     using L = typename decltype(type)::type;
     const auto name = L::combination_name();
+    double row_ping = r.seconds_per_op("ping/" + name);
+    if (row_ping <= 0) row_ping = ping;
     auto ratio = [&](const std::string& bench) {
       double rate = r.rate(bench);
-      return rate > 0 ? 1.0 / rate / ping : 0.0;
+      return rate > 0 && row_ping > 0 ? 1.0 / rate / row_ping : 0.0;
     };
     double one = r.rate("many_locks/" + name + "/1"), lots = r.rate("many_locks/" + name + "/" + std::to_string(many));
     if (ratio("lock_unlock/" + name) == 0 && ratio("lock_unlock_blocking/" + name) == 0 && one == 0 &&
         ratio("contended/" + name + "/threads:2") == 0)
       return;  // filtered out
-    std::printf("  %-26s %8.2f %8.2f %8.2f %8.2f %8.2f %11.1f\n", name.c_str(), ratio("lock_unlock/" + name),
+    std::printf("  %-26s %8.2f %8.2f %8.2f %8.2f %8.2f %11.1f %8.1f\n", name.c_str(), ratio("lock_unlock/" + name),
                 ratio("lock_unlock_blocking/" + name), ratio("contended/" + name + "/threads:2"),
                 ratio("contended/" + name + "/threads:8"), ratio("contended/" + name + "/threads:32"),
-                one > 0 ? lots / one : 0.0);
+                one > 0 ? lots / one : 0.0, row_ping * 1e6);
   });
 }
 
@@ -235,6 +241,7 @@ int main(int argc, char** argv) {
   dlock::combinations::for_each([](auto type) {
     using L = typename decltype(type)::type;
     const auto name = L::combination_name();
+    benchmark::RegisterBenchmark(("ping/" + name).c_str(), dlock::bench::ping_plain_socket)->MinTime(0.2)->UseRealTime();
     benchmark::RegisterBenchmark(("lock_unlock/" + name).c_str(), lock_unlock<L>)->MinTime(0.3)->UseRealTime();
     benchmark::RegisterBenchmark(("lock_unlock_blocking/" + name).c_str(), lock_unlock_blocking<L>)
         ->MinTime(0.3)->UseRealTime();
