@@ -84,7 +84,7 @@ def check_faults(data):
                 fail(f"{pair}: a killed holder's lock was freed after {freed} ms, bound {bound} ms")
         late = f["late_release_deleted_other"]
         if f["renewal"] == "fixed":
-            if f["ownership"] in ("token", "hash", "getset") and late is not False:
+            if f["ownership"] in ("token", "hash", "getset", "queue") and late is not False:
                 fail(f"{pair}: a late release deleted the next owner's key ({late})")
             if f["ownership"] in ("setnx", "naive") and late is not True:
                 fail(f"{pair}: a late release by an unchecked DEL should delete the next owner's key ({late})")
@@ -157,7 +157,7 @@ def main():
             if x["errors"] or not x["cycles"] > 0 or not x["fewest"] <= x["most"]:
                 fail(f"{c['name']}: contention with {x['workers']} workers looks wrong: {x}")
             # Owner-checked designs must exclude: no overlapping holds, no lost update.
-            if c["ownership"] in ("token", "hash") and (x["overlaps"] or x["lost_updates"]):
+            if c["ownership"] in ("token", "hash", "queue") and (x["overlaps"] or x["lost_updates"]):
                 fail(f"{c['name']}: {x['overlaps']} overlaps, {x['lost_updates']} lost updates with {x['workers']} workers")
 
     check_faults(data)

@@ -41,6 +41,7 @@ std::string reproduces(std::string_view ownership, std::string_view renewal) {
   if (ownership == "hash") return renewal == "watchdog" ? "A4" : "A4 fixed lease";
   if (ownership == "getset") return "A3";
   if (ownership == "naive") return "A3n";
+  if (ownership == "queue") return renewal == "watchdog" ? "FIFO+watchdog" : "FIFO";
   return "custom";
 }
 

@@ -41,7 +41,8 @@ void rule_row(const char* note) {
   const char* verdict = rules::ok                     ? "compiles"
                         : !rules::watchdog_has_owner  ? "refused: a watchdog needs an owner-checked ownership"
                         : !rules::lease_present       ? "refused: this ownership needs a lease"
-                                                      : "refused: pub/sub needs an ownership that publishes";
+                        : !rules::pubsub_has_publisher ? "refused: pub/sub needs an ownership that publishes"
+                                                      : "refused: hand-off and a queueing ownership go together";
   std::printf("  %-24s %s\n", name.c_str(), verdict);
   std::printf("  %-24s   %s\n", "", note);
 }

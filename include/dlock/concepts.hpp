@@ -286,6 +286,53 @@ template <class W, class B>
 concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contract::wait_waiter<W, B> &&
                contract::wait_prepare<W, B> && contract::wait_wait<W, B>;
 
+// ---- Hand-off: a queueing ownership and a waiter the lock is granted to ----
+//
+// Optional traits: `O::queues` (the ownership keeps a line of waiters and
+// its release grants the lock to the first live one: ownership::Queue) and
+// `W::hands_off` (the wait completes on that grant: wait::HandOff). A
+// hand-off waiter gives the host three more operations, which it calls
+// instead of trying again after a grant:
+// - `before_try(rec, deadline)`: before each try, says in `rec.queue`
+//   whether that try joins the line if it fails;
+// - `granted()`: after a wait, whether the lock was handed to this waiter
+//   (then the host completes the acquire without a command);
+// - `done()`: the acquire is over.
+// A queueing ownership gives `leave(backend, rec)`: leaves the line, and
+// answers true when a grant came first (the lock is then held).
+
+namespace detail {
+
+template <class O>
+constexpr bool queues() {
+  if constexpr (requires { O::queues; }) return static_cast<bool>(O::queues);
+  else return false;
+}
+
+template <class W>
+constexpr bool hands_off() {
+  if constexpr (requires { W::hands_off; }) return static_cast<bool>(W::hands_off);
+  else return false;
+}
+
+}  // namespace detail
+
+namespace contract {
+
+template <class W, class B>
+concept wait_hand_off = requires(typename W::template waiter<B>& w, detail::hold_record& rec,
+                                 detail::steady::time_point deadline) {
+  { w.before_try(rec, deadline) } -> std::same_as<asio::awaitable<void>>;
+  { w.granted() } -> std::convertible_to<bool>;
+  w.done();
+};
+template <class O, class B>
+concept ownership_leave = requires(const O& o, B& b, detail::hold_record& rec) {
+  { o.leave(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, bool>>>;
+};
+
+}  // namespace contract
+
 // ---- The rule table --------------------------------------------------------
 
 /// The rule table: which combinations can work. Lock's static_asserts turn
@@ -297,6 +344,7 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 /// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash) | an unchecked extend would keep someone else's lock alive |
 /// | ownership that needs a lease (ReentrantHash, GetSetExpiry) cannot take renewal::None | the hash's scripts set its expiry with every write; GETSET's value is the expiry |
 /// | pub/sub waiting needs ownership that publishes on release (ReentrantHash) | otherwise no message ever wakes the waiter |
+/// | hand-off waiting needs a queueing ownership (Queue), and Queue needs hand-off waiting | only Queue's release grants the lock to a waiter; Queue's line is kept by HandOff's waiters |
 ///
 /// (GetSetExpiry falls under the first rule: it has no owner id, and its
 /// expiry lives in the value, compared against other clients' clocks.)
@@ -305,7 +353,8 @@ struct rules {
   static constexpr bool watchdog_has_owner = !R::renews || O::owner_checked;
   static constexpr bool lease_present = !O::needs_lease || R::expires;
   static constexpr bool pubsub_has_publisher = !W::needs_publish || O::publishes_on_release;
-  static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher;
+  static constexpr bool hand_off_matches_queue = detail::hands_off<W>() == detail::queues<O>();
+  static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher && hand_off_matches_queue;
 };
 
 template <class O, class R, class W>

@@ -11,6 +11,7 @@
 #include <dlock/backend/redis.hpp>
 
 #include <dlock/ownership/getset_expiry.hpp>
+#include <dlock/ownership/queue.hpp>
 #include <dlock/ownership/reentrant_hash.hpp>
 #include <dlock/ownership/setnx.hpp>
 #include <dlock/ownership/token.hpp>
@@ -20,6 +21,7 @@
 #include <dlock/renewal/watchdog.hpp>
 
 #include <dlock/wait/backoff.hpp>
+#include <dlock/wait/hand_off.hpp>
 #include <dlock/wait/pubsub.hpp>
 #include <dlock/wait/spin.hpp>
 #include <dlock/wait/try_once.hpp>

@@ -81,6 +81,8 @@ class Lock {
                 "this ownership policy needs a lease: use renewal::FixedLease or renewal::Watchdog (only ownership::SetNx and ownership::Token work without one)");
   static_assert(rules<OwnershipT, RenewalT, WaitT>::pubsub_has_publisher,
                 "pub/sub waiting needs an ownership policy that publishes on release: use ownership::ReentrantHash, or wait::Spin / wait::Backoff");
+  static_assert(rules<OwnershipT, RenewalT, WaitT>::hand_off_matches_queue,
+                "hand-off waiting and a queueing ownership go together: use ownership::Queue with wait::HandOff");
 
  public:
   using backend_type = BackendT;
@@ -351,6 +353,9 @@ class Lock {
   // Redis, where the ownership can tell (Token: is our token there?
   // ReentrantHash: did our try leave its win marker?).
   asio::awaitable<std::pair<error_code, attempt>> try_once(detail::hold_record& rec);
+  // Releases a hold just won by an acquire whose caller cancelled it;
+  // completes with operation_aborted.
+  asio::awaitable<acquire_result> give_back(detail::hold_record& rec);
 
   // Ends a hold that is over (lost, or its lease ran out): its keeper lets
   // go, and its holders learn it.

@@ -4,6 +4,8 @@
 //   lock_worker count URL COMBINATION NAME N      N increments, then "done"
 //   lock_worker hold URL COMBINATION NAME LEASE_MS take it, print "acquired", sleep
 //   lock_worker crash-after-setnx URL NAME LEASE_MS  SetNx + FixedLease, exit between SETNX and EXPIRE
+//   lock_worker line URL COMBINATION NAME INDEX     print "waiting", lock(), RPUSH NAME:order INDEX,
+//                                                   unlock(), print "done" (the order of a line of waiters)
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,7 +20,7 @@
 namespace {
 
 int usage() {
-  std::fprintf(stderr, "usage: lock_worker count|hold|crash-after-setnx ...\n");
+  std::fprintf(stderr, "usage: lock_worker count|hold|line|crash-after-setnx ...\n");
   return 2;
 }
 
@@ -57,6 +59,14 @@ int main(int argc, char** argv) try {
           status = 1;
         }
       }
+      std::printf("done\n");
+    } else if (mode == "line") {
+      auto lock = dlock::test::make_lock<L>(redis, name);
+      std::printf("waiting\n");
+      std::fflush(stdout);
+      lock->lock();
+      redis.command(dlock::redis::request().push("RPUSH", name + ":order", number));
+      lock->unlock();
       std::printf("done\n");
     } else if (mode == "hold") {
       auto lock = dlock::test::make_lock<L>(redis, name, std::chrono::milliseconds(number));

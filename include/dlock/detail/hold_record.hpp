@@ -34,6 +34,18 @@ struct hold_record {
   std::string attempt_id;
   int hold_count = 0;  ///< reentrant depth held by this process (lock's mutex)
 
+  /// A queueing ownership's place in the lock's line of waiters
+  /// (ownership::Queue with wait::HandOff); unused by the others.
+  struct queue_place {
+    bool join = false;    ///< the next try joins the line if it fails (set by the waiter)
+    bool joined = false;  ///< a try that joins was sent: the entry may exist
+    std::chrono::milliseconds entry_ttl{0};  ///< the entry lives this long unless refreshed
+    /// No grant to this hold can have happened before this moment: the
+    /// send time of the last try whose reply said "queued" (or of the first
+    /// try that joined). A grant's lease is counted from here.
+    steady::time_point since{};
+  } queue;
+
   /// Records that a command which set the lease to `lease`, sent at `sent`,
   /// was confirmed by the server: the key cannot expire before sent + lease
   /// (the server received it no earlier than it was sent). Never moves the

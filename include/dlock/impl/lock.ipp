@@ -82,8 +82,25 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
 
   entry_use entry(this, key, true);
   typename WaitT::template waiter<BackendT> waiter(wait_, backend_, name_, OwnershipT::channel(name_));
+  constexpr bool hand_off = detail::hands_off<WaitT>();
   std::shared_ptr<detail::hold_record> fresh;  // ours if we win a free lock
   bool prepared = false;
+
+  // The lock is ours: count the hold, start its renewal.
+  auto take = [&](const std::shared_ptr<detail::hold_record>& rec) {
+    if constexpr (hand_off) waiter.done();
+    bool first = false;
+    {
+      std::lock_guard g(mutex_);
+      first = ++rec->hold_count == 1;
+      entry->rec = rec;
+      // A new hold: an unanswered release of an earlier one is moot.
+      if (first) entry->pending_release.clear();
+    }
+    if (first) keeper_.start(rec, ownership_);
+    return acquire_result{error_code{}, rec};
+  };
+  error_code ended;  // set when the acquire ends without the lock
   for (;;) {
     attempt at;
     {
@@ -102,44 +119,86 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       }
       if (retired) retire(retired);
       if (rec) {
-        if constexpr (!OwnershipT::reentrant) co_return acquire_result{error::already_held, nullptr};
+        if constexpr (!OwnershipT::reentrant) {
+          ended = error::already_held;
+          break;
+        }
       } else {
         if (!fresh) fresh = make_record(key);
         rec = fresh;
       }
-      auto [ec, won] = co_await try_once(*rec);
-      if (ec) co_return acquire_result{ec, nullptr};
-      at = won;
+      bool handed = false;
+      if constexpr (hand_off) {
+        // A grant needs no try: the release already made us the owner.
+        handed = waiter.granted();
+        if (handed) {
+          rec->confirm(rec->queue.since);
+          at = attempt{true, std::nullopt};
+        } else {
+          co_await waiter.before_try(*rec, deadline);
+        }
+      }
+      if (!handed) {
+        auto [ec, won] = co_await try_once(*rec);
+        if (ec) {
+          ended = ec;
+          break;
+        }
+        at = won;
+      }
       if (at.acquired) {
+        if constexpr (detail::queues<OwnershipT>()) rec->queue = {};
         if (co_await cancelled()) {
-          // Won, but the caller gave up: give it back before completing.
-          rec->release_id = detail::unique_id();
-          auto [gec, outcome] = co_await ownership_.release(backend_, *rec);
-          if (gec) report(gec, "giving back a cancelled acquire (the lock lapses with its lease)");
-          co_return acquire_result{asio::error::operation_aborted, nullptr};
+          if constexpr (hand_off) waiter.done();
+          co_return co_await give_back(*rec);
         }
-        bool first = false;
-        {
-          std::lock_guard g(mutex_);
-          first = ++rec->hold_count == 1;
-          entry->rec = rec;
-          // A new hold: an unanswered release of an earlier one is moot.
-          if (first) entry->pending_release.clear();
-        }
-        if (first) keeper_.start(rec, ownership_);
-        co_return acquire_result{error_code{}, rec};
+        co_return take(rec);
       }
     }
-    if (detail::steady::now() >= deadline) co_return acquire_result{error::not_acquired, nullptr};
-    if (co_await cancelled()) co_return acquire_result{asio::error::operation_aborted, nullptr};
+    if (detail::steady::now() >= deadline) {
+      ended = error::not_acquired;
+      break;
+    }
+    if (co_await cancelled()) {
+      ended = asio::error::operation_aborted;
+      break;
+    }
     if (!prepared) {
       // Only a contended acquire pays for the wait's set-up (PubSub's
       // SUBSCRIBE).
       prepared = true;
-      if (auto pec = co_await waiter.prepare()) co_return acquire_result{pec, nullptr};
+      if ((ended = co_await waiter.prepare())) break;
     }
-    if (auto wec = co_await waiter.wait(at.held_for, deadline)) co_return acquire_result{wec, nullptr};
+    if ((ended = co_await waiter.wait(at.held_for, deadline))) break;
   }
+  // Ending without the lock. A waiter in a queue leaves it first, in the
+  // script that checks for a grant: a grant that came before is kept (given
+  // back if the caller cancelled).
+  if constexpr (detail::queues<OwnershipT>()) {
+    if (fresh && fresh->queue.joined) {
+      auto [lec, granted] = co_await ownership_.leave(backend_, *fresh);
+      if (lec) report(lec, "leaving the lock's queue (the entry lapses by itself)");
+      if (!lec && granted) {
+        fresh->queue = {};
+        if (ended == asio::error::operation_aborted) {
+          waiter.done();
+          co_return co_await give_back(*fresh);
+        }
+        co_return take(fresh);
+      }
+    }
+  }
+  if constexpr (hand_off) waiter.done();
+  co_return acquire_result{ended, nullptr};
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(detail::hold_record& rec) -> asio::awaitable<acquire_result> {
+  // Won, but the caller gave up: give it back before completing.
+  rec.release_id = detail::unique_id();
+  auto [ec, outcome] = co_await ownership_.release(backend_, rec);
+  if (ec) report(ec, "giving back a cancelled acquire (the lock lapses with its lease)");
+  co_return acquire_result{asio::error::operation_aborted, nullptr};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -150,6 +209,10 @@ asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, Renew
   if (detail::may_have_run(ec)) {
     auto [rec_ec, won] = co_await ownership_.resolve(backend_, rec);
     if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
+    // A queued waiter may have been granted before this try: its lease
+    // began after `since`, which is earlier than `sent`.
+    if constexpr (detail::queues<OwnershipT>())
+      if (rec.queue.joined) sent = std::min(sent, rec.queue.since);
     if (won) rec.confirm(sent);
     co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
   }

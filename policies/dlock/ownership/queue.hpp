@@ -1,0 +1,226 @@
+// ownership::Queue: a Token lock with a FIFO line of waiters, to which the
+// release hands the lock in the same atomic step (with wait::HandOff).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <dlock/concepts.hpp>
+#include <dlock/detail/commands.hpp>
+#include <dlock/detail/key_slot.hpp>
+#include <dlock/detail/release_memory.hpp>
+#include <dlock/ownership/token.hpp>
+
+namespace dlock::ownership {
+
+/// The lock key is a Token key (`name` holds the holder's random 128-bit
+/// token with a PX lease), so it excludes redis-py's `Lock` and Token on the
+/// same name. Beside it, in the same cluster slot:
+/// - `{name}:queue`, a sorted set of waiting tokens, scored by arrival
+///   (`{name}:queue:seq` counts arrivals): the line, first come first;
+/// - `{name}:queue:entries`, a hash from each waiting token to
+///   "<expiry ms>:<lease ms>": until when the waiter counts as alive (server
+///   time; the waiter refreshes it) and the lease its grant gets.
+///
+/// A try that fails while the waiter means to wait joins the line in the
+/// same script. The release deletes the key and, in the same script, writes
+/// the first live waiter's token with its lease and publishes that token on
+/// `{name}:handoff`: the waiter's acquire completes on the message, with no
+/// command of its own. Waiters whose entry expired (their process died) are
+/// dropped on the way. When the key is free but the line is not (a holder
+/// or a granted waiter died and its lease ran out), the next script that
+/// sees it (any waiter's refresh, any newcomer's try) hands it on, so a
+/// newcomer never takes the lock ahead of a live waiter.
+///
+/// Needs a lease (FixedLease or Watchdog) and wait::HandOff, which the rule
+/// table enforces. Not reentrant: the same owner acquiring twice fails with
+/// already_held.
+struct Queue : Token {
+  static constexpr const char* policy_name = "queue";
+  static constexpr bool publishes_on_release = false;  // its messages are grants, addressed by token
+  static constexpr bool needs_lease = true;
+  static constexpr bool queues = true;
+
+  /// Where grants are published: the granted token is the message.
+  static std::string channel(std::string_view name) { return detail::same_slot_key(name, "handoff"); }
+
+  static std::string queue_key(std::string_view name) { return detail::same_slot_key(name, "queue"); }
+  static std::string entries_key(std::string_view name) { return detail::same_slot_key(name, "queue:entries"); }
+  static std::string seq_key(std::string_view name) { return detail::same_slot_key(name, "queue:seq"); }
+
+  // The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
+  // KEYS[3] entries; the channel is ARGV[channel_arg]. `grant(who)` takes
+  // `who` out of the line and, if its entry is alive, gives it the lock and
+  // publishes its token; `hand_on()` grants to the first live waiter.
+  static std::string prelude(int channel_arg) {
+    return R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function grant(who)
+  redis.call('ZREM', KEYS[2], who)
+  local entry = redis.call('HGET', KEYS[3], who)
+  redis.call('HDEL', KEYS[3], who)
+  if not entry then return false end
+  local expiry, lease = string.match(entry, '^(%d+):(%d+)$')
+  if not expiry or tonumber(expiry) <= now then return false end
+  redis.call('SET', KEYS[1], who, 'PX', lease)
+  redis.call('PUBLISH', ARGV[)lua" +
+           std::to_string(channel_arg) + R"lua(], who)
+  return true
+end
+local function hand_on()
+  while true do
+    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if not head then return false end
+    if grant(head) then return head end
+  end
+end
+)lua";
+  }
+
+  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] arrival counter;
+  // ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
+  // failure, ARGV[4] entry ttl ms, ARGV[5] channel.
+  // {1, lease} taken now; {2, pttl} already ours (granted); {0, pttl} held
+  // by another (and, with ARGV[3], this token is in the line, refreshed).
+  static const redis::script& acquire_script() {
+    static const redis::script s(R"lua(
+local lease = tonumber(ARGV[2])
+local ttl = tonumber(ARGV[4])
+if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12 then
+  return redis.error_reply('ERR dlock: lease out of range')
+end)lua" + prelude(5) + R"lua(
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  return {2, redis.call('PTTL', KEYS[1])}
+end
+if not holder then
+  while true do
+    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if not head or head == ARGV[1] then break end
+    if grant(head) then holder = head break end
+  end
+  if not holder then
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('HDEL', KEYS[3], ARGV[1])
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
+    return {1, lease}
+  end
+end
+if ARGV[3] == '1' then
+  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+    redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[4]), ARGV[1])
+  end
+  redis.call('HSET', KEYS[3], ARGV[1], (now + ttl) .. ':' .. lease)
+  for i = 2, 4 do
+    if redis.call('PTTL', KEYS[i]) < 2 * ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
+  end
+end
+return {0, redis.call('PTTL', KEYS[1])}
+)lua");
+    return s;
+  }
+
+  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] release marker;
+  // ARGV[1] token, ARGV[2] marker ttl ms, ARGV[3] channel.
+  // 1 released (and handed on), 0 not ours. A lock found free is handed on
+  // too: its holder's lease ran out, and a waiter may be next.
+  static const redis::script& release_script() {
+    static const redis::script s(detail::release_memory::remembered(prelude(3) + R"lua(
+result = 0
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  result = 1
+end
+if result == 1 or not holder then hand_on() end
+)lua", 4, 2));
+    return s;
+  }
+
+  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries; ARGV[1] token, ARGV[2]
+  // channel. 1: the lock was granted to this token before it could leave
+  // (it holds it now); 0: it left the line.
+  static const redis::script& leave_script() {
+    static const redis::script s(prelude(2) + R"lua(
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return 1 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+if not holder then hand_on() end
+return 0
+)lua");
+    return s;
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, detail::hold_record& rec) const {
+    auto sent = detail::steady::now();
+    bool join = rec.queue.join && rec.queue.entry_ttl > milliseconds::zero();
+    if (join && !rec.queue.joined) {
+      rec.queue.joined = true;  // from here the entry may exist, whatever the reply
+      rec.queue.since = sent;
+    }
+    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name)};
+    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
+                                  std::to_string(rec.queue.entry_ttl.count()), channel(rec.name)};
+    auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
+    if (ec) co_return std::pair{ec, attempt{}};
+    if (v.type != redis::kind::array || v.elements.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    auto verdict = detail::integer_of(v.elements[0]);
+    auto left = detail::integer_of(v.elements[1]);
+    if (!verdict || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    switch (*verdict) {
+      case 1:
+        rec.confirm(sent);
+        co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+      case 2:
+        // Granted before this try: the grant came after `since`, and the
+        // key had `left` ms to live when this try ran.
+        confirm_grant(rec, sent, milliseconds(*left));
+        co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+      case 0:
+        if (join) rec.queue.since = sent;  // no grant before this try ran
+        co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
+      default:
+        co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    }
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, detail::hold_record& rec) const {
+    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name),
+                                  detail::release_memory::key(rec)};
+    std::vector<std::string> args{rec.owner, release_memory.ttl(), channel(rec.name)};
+    auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
+    co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
+  }
+
+  /// Leaves the line (a wait that timed out, was cancelled or failed), in
+  /// the same script that checks for a grant: true when the lock was
+  /// granted first, and is held now.
+  template <class B>
+  asio::awaitable<std::pair<error_code, bool>> leave(B& backend, detail::hold_record& rec) const {
+    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name)};
+    std::vector<std::string> args{rec.owner, channel(rec.name)};
+    auto [ec, v] = co_await detail::eval(backend, leave_script(), std::move(keys), std::move(args));
+    if (ec) co_return std::pair{ec, false};
+    auto n = detail::integer_of(v);
+    if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};
+    rec.queue.joined = false;
+    if (*n == 1) rec.confirm(rec.queue.since);
+    co_return std::pair{error_code{}, *n == 1};
+  }
+
+  /// A grant's lease, as far as this process can bound it: it began after
+  /// `rec.queue.since`, and (when a try saw the key) ends no earlier than
+  /// that try's send time plus the PTTL it read.
+  static void confirm_grant(detail::hold_record& rec, detail::steady::time_point sent, milliseconds left) {
+    rec.confirm(rec.queue.since);
+    if (left > milliseconds::zero() && left <= rec.lease) rec.confirm(sent + left - rec.lease);
+  }
+};
+
+}  // namespace dlock::ownership

@@ -1,0 +1,219 @@
+// ownership::Queue with wait::HandOff against a real redis-server: FIFO
+// order across processes, dead waiters skipped, a release racing a timeout,
+// a lost grant message, and what an uncontended acquire costs.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dlock/dlock.hpp>
+#include <support/child_process.hpp>
+#include <support/polling.hpp>
+#include <support/server_fixture.hpp>
+
+#include "lock_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::scaled;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+using QueueLock = dlock::Lock<dlock::RedisBackend, o::Queue, r::FixedLease, w::HandOff>;
+
+long long integer(const dlock::redis::value& v) { return v.integer; }
+
+long long queued(dlock::RedisBackend& redis, const std::string& name) {
+  return integer(redis.command(dlock::redis::request().push("ZCARD", o::Queue::queue_key(name))));
+}
+
+bool exists(dlock::RedisBackend& redis, const std::string& name) {
+  return integer(redis.command(dlock::redis::request().push("EXISTS", name))) == 1;
+}
+
+// A server command's call count from INFO commandstats (0 if never called).
+long long calls(dlock::RedisBackend& redis, const std::string& command) {
+  auto info = redis.command(dlock::redis::request().push("INFO", "commandstats")).str;
+  auto at = info.find("cmdstat_" + command + ":calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.substr(at + command.size() + 15));
+}
+
+}  // namespace
+
+TEST_CASE("hand-off: 16 waiters in 16 processes get the lock in the order they queued", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  const std::string name = "line";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  std::vector<std::unique_ptr<dlock::test::child_process>> workers;
+  for (int i = 0; i < 16; ++i) {
+    workers.push_back(std::make_unique<dlock::test::child_process>(
+        dlock::test::worker_path(), std::vector<std::string>{"line", redis.server.url(), "queue/fixed/handoff", name,
+                                                             std::to_string(i)}));
+    REQUIRE(workers.back()->read_line() == "waiting");
+    // The next one starts only when this one is in the line.
+    REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == i + 1; }, scaled(10s)));
+  }
+  holder.unlock();
+  for (auto& worker : workers) {
+    CHECK(worker->read_line(scaled(30s)) == "done");
+    CHECK(worker->wait() == 0);
+  }
+  auto order = redis.backend.command(dlock::redis::request().push("LRANGE", name + ":order", 0, -1));
+  REQUIRE(order.elements.size() == 16);
+  for (int i = 0; i < 16; ++i) CHECK(order.elements[static_cast<std::size_t>(i)].str == std::to_string(i));
+  CHECK(queued(redis.backend, name) == 0);
+  CHECK_FALSE(exists(redis.backend, name));
+}
+
+TEST_CASE("hand-off: a waiter killed while queued is skipped once its entry lapses", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  const std::string name = "dead-waiter";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  dlock::test::child_process dead(dlock::test::worker_path(),
+                                  {"line", redis.server.url(), "queue/fixed/handoff", name, "0"});
+  REQUIRE(dead.read_line() == "waiting");
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  dead.kill();
+  dead.wait();
+  // Its entry lives entry_ttl (3 s by default) past its last refresh.
+  std::this_thread::sleep_for(3500ms);
+  auto other = redis.another_backend();
+  QueueLock waiter(other, name, {}, r::FixedLease{scaled(30s)});
+  std::thread t([&] {
+    // queues behind the dead entry, which the release skips
+    REQUIRE(waiter.try_lock_for(scaled(10s)));
+    waiter.unlock();
+  });
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 2; }, scaled(10s)));
+  auto t0 = std::chrono::steady_clock::now();
+  holder.unlock();
+  t.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < scaled(2s));  // not a lapsed grant's 30 s lease
+  CHECK(queued(redis.backend, name) == 0);
+}
+
+TEST_CASE("hand-off: a grant to a waiter killed right after it passes on when its lease ends", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  const std::string name = "granted-then-killed";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  // The first waiter holds its grant with the worker's 1 s lease, and dies.
+  dlock::test::child_process first(dlock::test::worker_path(),
+                                   {"hold", redis.server.url(), "queue/fixed/handoff", name, "1000"});
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  auto other = redis.another_backend();
+  QueueLock second(other, name, {}, r::FixedLease{scaled(30s)});
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    got = second.try_lock_for(scaled(20s));
+    if (got) second.unlock();
+  });
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 2; }, scaled(10s)));
+  holder.unlock();
+  REQUIRE(first.read_line() == "acquired");
+  first.kill();
+  first.wait();
+  auto t0 = std::chrono::steady_clock::now();
+  t.join();
+  REQUIRE(got);
+  // The dead holder's 1 s lease ran out, and the second waiter's next
+  // refresh (a third of its 3 s entry ttl) found the lock free.
+  CHECK(std::chrono::steady_clock::now() - t0 < scaled(5s));
+}
+
+TEST_CASE("hand-off: a release racing a waiter's timeout never grants to a waiter that left", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  auto other = redis.another_backend();
+  const std::string name = "race";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  QueueLock waiter(other, name, {}, r::FixedLease{scaled(30s)});
+  int won = 0, lost = 0;
+  for (int round = 0; round < 40; ++round) {
+    holder.lock();
+    std::atomic<bool> got{false}, held{false};
+    std::thread t([&] {
+      // (the std interface's owner is the thread: unlock where it locked)
+      got = waiter.try_lock_for(50ms);
+      if (got) {
+        held = exists(redis.backend, name);
+        waiter.unlock();
+      }
+    });
+    // Release somewhere around the waiter's deadline.
+    std::this_thread::sleep_for(std::chrono::milliseconds(35 + round % 20));
+    holder.unlock();
+    t.join();
+    if (got) {
+      ++won;
+      CHECK(held);
+    } else {
+      ++lost;
+    }
+    // Either way nobody holds it now: no grant went to a waiter that left.
+    CHECK_FALSE(exists(redis.backend, name));
+    CHECK(queued(redis.backend, name) == 0);
+  }
+  WARN("waiter got the lock in " << won << " rounds, timed out in " << lost);
+}
+
+TEST_CASE("hand-off: a grant message lost to a subscriber reconnect is recovered", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  auto other = redis.another_backend();
+  const std::string name = "lost-grant";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  QueueLock waiter(other, name, {}, r::FixedLease{scaled(30s)}, w::HandOff{scaled(3s)});
+  holder.lock();
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    got = waiter.try_lock_for(scaled(20s));
+    if (got) waiter.unlock();
+  });
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  // Drop every subscriber connection, then release at once: the grant is
+  // published while the waiter's subscriber is down.
+  redis.backend.command(dlock::redis::request().push("CLIENT", "KILL", "TYPE", "pubsub"));
+  holder.unlock();
+  t.join();
+  CHECK(got);
+}
+
+TEST_CASE("hand-off: an uncontended acquire is one script call, a contended one costs its try", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  auto other = redis.another_backend();
+  const std::string name = "cost";
+  QueueLock a(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  QueueLock b(other, name, {}, r::FixedLease{scaled(30s)});
+  a.lock();
+  a.unlock();  // scripts loaded
+  auto eval0 = calls(redis.backend, "evalsha"), sub0 = calls(redis.backend, "subscribe");
+  a.lock();
+  a.unlock();
+  CHECK(calls(redis.backend, "evalsha") - eval0 == 2);  // the acquire and the release
+  CHECK(calls(redis.backend, "subscribe") == sub0);     // no wait, no subscription
+  // Contended, hand-offs back and forth: each acquisition costs its try and
+  // its release, once the subscriptions are up (they linger between waits).
+  const int rounds = 200;
+  auto run = [&](QueueLock& lock) {
+    for (int i = 0; i < rounds; ++i) {
+      lock.lock();
+      lock.unlock();
+    }
+  };
+  std::thread ta([&] { run(a); }), tb([&] { run(b); });
+  ta.join();
+  tb.join();
+  auto eval1 = calls(redis.backend, "evalsha");
+  std::thread tc([&] { run(a); }), td([&] { run(b); });
+  tc.join();
+  td.join();
+  double per = double(calls(redis.backend, "evalsha") - eval1) / (2 * rounds);
+  WARN("script calls per contended acquisition: " << per);
+  CHECK(per <= 3.0);
+}
