@@ -295,8 +295,8 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 // instead of trying again after a grant:
 // - `before_try(rec, deadline)`: before each try, says in `rec.queue`
 //   whether that try joins the line if it fails;
-// - `granted()`: after a wait, whether the lock was handed to this waiter
-//   (then the host completes the acquire without a command);
+// - `granted(rec)`: after a wait, whether the lock was handed to this
+//   waiter (then the host completes the acquire without a command);
 // - `done()`: the acquire is over.
 // A queueing ownership gives `leave(backend, rec)`: leaves the line, and
 // answers true when a grant came first (the lock is then held).
@@ -323,7 +323,7 @@ template <class W, class B>
 concept wait_hand_off = requires(typename W::template waiter<B>& w, detail::hold_record& rec,
                                  detail::steady::time_point deadline) {
   { w.before_try(rec, deadline) } -> std::same_as<asio::awaitable<void>>;
-  { w.granted() } -> std::convertible_to<bool>;
+  { w.granted(rec) } -> std::convertible_to<bool>;
   w.done();
 };
 template <class O, class B>

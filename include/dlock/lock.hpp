@@ -28,6 +28,7 @@
 #include <dlock/detail/policy_checks.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/run_here.hpp>
+#include <dlock/detail/sleep.hpp>
 #include <dlock/detail/spawn.hpp>
 #include <dlock/hold.hpp>
 
@@ -356,6 +357,10 @@ class Lock {
   // Releases a hold just won by an acquire whose caller cancelled it;
   // completes with operation_aborted.
   asio::awaitable<acquire_result> give_back(detail::hold_record& rec);
+  // A queued waiter whose leave failed: keeps trying to leave until its
+  // entry has lapsed, and releases a grant it finds (on the backend's
+  // executor; ~Lock waits for it).
+  void leave_in_background(std::shared_ptr<detail::hold_record> rec);
 
   // Ends a hold that is over (lost, or its lease ran out): its keeper lets
   // go, and its holders learn it.
@@ -438,7 +443,7 @@ class Lock {
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<owner_entry>> owners_;  // by owner key
   std::function<void(std::error_code, const std::string&)> error_handler_;
-  int background_releases_ = 0;  // releases sent by destroyed holds (mutex_)
+  int background_releases_ = 0;  // releases sent by destroyed holds, background leaves (mutex_)
   std::condition_variable background_done_;
 };
 

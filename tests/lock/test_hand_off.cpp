@@ -11,6 +11,7 @@
 
 #include <dlock/dlock.hpp>
 #include <support/child_process.hpp>
+#include <support/fault_proxy.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
 
@@ -182,6 +183,65 @@ TEST_CASE("hand-off: a grant message lost to a subscriber reconnect is recovered
   holder.unlock();
   t.join();
   CHECK(got);
+}
+
+TEST_CASE("hand-off: a grant message that does not name the waiter's current place is not a grant", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  auto other = redis.another_backend();
+  const std::string name = "stale-grant";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  QueueLock waiter(other, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    got = waiter.try_lock_for(scaled(20s));
+    if (got) waiter.unlock();
+  });
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  auto line = redis.backend.command(
+      dlock::redis::request().push("ZRANGE", o::Queue::queue_key(name), 0, -1, "WITHSCORES"));
+  REQUIRE(line.elements.size() == 2);
+  const std::string token = line.elements[0].str, place = line.elements[1].str;
+  // Messages like a late grant's (an earlier place), a forged one, and a
+  // bare token: none of them may make the waiter believe it holds the lock.
+  for (const std::string& message : {token + ":" + std::to_string(std::stoll(place) - 1), token + ":999999", token})
+    redis.backend.command(dlock::redis::request().push("PUBLISH", o::Queue::channel(name), message));
+  std::this_thread::sleep_for(scaled(500ms));
+  CHECK_FALSE(got);
+  CHECK(queued(redis.backend, name) == 1);  // still in the line
+  holder.unlock();
+  t.join();
+  CHECK(got);
+}
+
+TEST_CASE("hand-off: a waiter that cannot leave the line releases a grant that comes after it gave up", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  dlock::test::fault_proxy proxy(redis.server.port());
+  dlock::RedisBackend waiter_redis(dlock::test::impatient(proxy.url(), scaled(300ms)));
+  const std::string name = "cannot-leave";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  QueueLock waiter(waiter_redis, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  std::error_code waiter_error;
+  std::thread t([&] {
+    try {
+      if (waiter.try_lock_for(scaled(800ms))) waiter.unlock();
+    } catch (const std::system_error& e) {
+      waiter_error = e.code();
+    }
+  });
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  // The waiter's connections go silent: its last try and its leave time out.
+  proxy.stall();
+  std::this_thread::sleep_for(scaled(300ms));
+  holder.unlock();  // grants the lock to the waiter, whose entry is alive
+  t.join();
+  CHECK(waiter_error);  // outcome unknown: it could not tell whether it left
+  CHECK(exists(redis.backend, name));
+  proxy.resume();
+  // The waiter's background leave finds the grant and releases it, long
+  // before the grant's 30 s lease would end.
+  CHECK(dlock::test::wait_until([&] { return !exists(redis.backend, name); }, scaled(4s)));
 }
 
 TEST_CASE("hand-off: an uncontended acquire is one script call, a contended one costs its try", "[lock][queue]") {

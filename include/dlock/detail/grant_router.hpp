@@ -2,7 +2,9 @@
 // channel, and each grant message (a token) routed to the waiter it names.
 #pragma once
 
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,7 +31,8 @@ namespace asio = boost::asio;
 using redis::error_code;
 
 /// One per backend (`use_service`). A Queue release publishes the token it
-/// granted the lock to; every backend subscribed to the lock's channel
+/// granted the lock to, with the place in the line it was granted for
+/// ("<token>:<place>"); every backend subscribed to the lock's channel
 /// hears it, and this service calls the one waiter registered under that
 /// token (if it is in this backend). After a subscriber reconnect (messages
 /// may be lost) every waiter of the channel is told to check the key.
@@ -42,10 +45,11 @@ using redis::error_code;
 template <class B>
 class grant_router {
  public:
-  /// What a waiter is told: true, its token was granted the lock; false,
-  /// grants may have been lost (check the key). Must not block: it runs
-  /// under this service's mutex on the subscriber's strand; post.
-  using notify = std::function<void(bool granted)>;
+  /// What a waiter is told: (true, place), its token was granted the lock
+  /// for that place in the line; (false, 0), grants may have been lost
+  /// (check the key). Must not block: it runs under this service's mutex on
+  /// the subscriber's strand; post.
+  using notify = std::function<void(bool granted, std::int64_t place)>;
 
  private:
   struct channel_state {
@@ -205,9 +209,14 @@ class grant_router {
       if (!s || !c) return;
       std::lock_guard lk(s->m);
       if (message) {
-        if (auto it = c->waiters.find(*message); it != c->waiters.end()) it->second(true);
+        auto colon = message->rfind(':');
+        if (colon == std::string_view::npos) return;  // not a grant
+        std::int64_t place = 0;
+        auto digits = message->substr(colon + 1);
+        if (std::from_chars(digits.data(), digits.data() + digits.size(), place).ec != std::errc{}) return;
+        if (auto it = c->waiters.find(message->substr(0, colon)); it != c->waiters.end()) it->second(true, place);
       } else {  // reconnected: grants may be lost; everyone checks
-        for (auto& [token, n] : c->waiters) n(false);
+        for (auto& [token, n] : c->waiters) n(false, 0);
       }
     };
     backend_.async_subscribe(channel, std::move(listener), [weak, c, channel](error_code ec, redis::subscription sub) {

@@ -44,6 +44,9 @@ struct hold_record {
     /// send time of the last try whose reply said "queued" (or of the first
     /// try that joined). A grant's lease is counted from here.
     steady::time_point since{};
+    /// The arrival number of its stay in the line, from the last "queued"
+    /// reply: a grant message counts only if it names this place (0: none).
+    std::int64_t place = 0;
   } queue;
 
   /// Records that a command which set the lease to `lease`, sent at `sent`,

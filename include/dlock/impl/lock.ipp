@@ -70,6 +70,16 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
   }
 }
 
+// g++ 12 with Boost 1.81's Asio can warn that an awaitable's frame is
+// freed by a mismatched operator delete when it inlines the frame's
+// allocation into a large coroutine (a false positive: Asio allocates and
+// frees frames with aligned_alloc and free through its own recycling
+// allocator; reported upstream as chriskohlhoff/asio#1391). Silenced for
+// this one function only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, detail::steady::time_point deadline)
     -> asio::awaitable<acquire_result> {
@@ -130,7 +140,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       bool handed = false;
       if constexpr (hand_off) {
         // A grant needs no try: the release already made us the owner.
-        handed = waiter.granted();
+        handed = waiter.granted(*rec);
         if (handed) {
           rec->confirm(rec->queue.since);
           at = attempt{true, std::nullopt};
@@ -173,16 +183,23 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   }
   // Ending without the lock. A waiter in a queue leaves it first, in the
   // script that checks for a grant: a grant that came before is kept (given
-  // back if the caller cancelled).
+  // back if the caller cancelled, or if this owner already holds the lock).
   if constexpr (detail::queues<OwnershipT>()) {
     if (fresh && fresh->queue.joined) {
+      co_await entry->gate.enter();
+      detail::gate_pass pass(entry->gate);
       auto [lec, granted] = co_await ownership_.leave(backend_, *fresh);
-      if (lec) report(lec, "leaving the lock's queue (the entry lapses by itself)");
-      if (!lec && granted) {
+      if (lec) {
+        // Still in the line as far as we know: a grant may yet come, and
+        // must not sit unused until its lease ends.
+        leave_in_background(fresh);
+      } else if (granted) {
         fresh->queue = {};
-        if (ended == asio::error::operation_aborted) {
-          waiter.done();
-          co_return co_await give_back(*fresh);
+        waiter.done();
+        if (ended == asio::error::operation_aborted || ended == error::already_held) {
+          auto given = co_await give_back(*fresh);
+          if (ended == error::already_held) given.first = ended;
+          co_return given;
         }
         co_return take(fresh);
       }
@@ -190,6 +207,47 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   }
   if constexpr (hand_off) waiter.done();
   co_return acquire_result{ended, nullptr};
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::leave_in_background(std::shared_ptr<detail::hold_record> rec) {
+  if constexpr (detail::queues<OwnershipT>()) {
+    {
+      std::lock_guard g(mutex_);
+      ++background_releases_;  // ~Lock waits for it
+    }
+    auto task = [](Lock* self, std::shared_ptr<detail::hold_record> rec) -> asio::awaitable<void> {
+      // Until the entry has surely lapsed (its life, plus slack for clocks
+      // and delays), keep trying to leave; a grant found on the way is
+      // released at once, which hands the lock on.
+      auto until = detail::steady::now() + rec->queue.entry_ttl + std::chrono::seconds(1);
+      error_code last;
+      do {
+        auto [ec, granted] = co_await self->ownership_.leave(self->backend_, *rec);
+        if (!ec) {
+          if (granted) {
+            rec->release_id = detail::unique_id();
+            auto [rec_ec, outcome] = co_await self->ownership_.release(self->backend_, *rec);
+            if (rec_ec) self->report(rec_ec, "giving back a grant that came after its wait ended (it lapses with its lease)");
+          }
+          co_return;
+        }
+        last = ec;
+        co_await detail::sleep_until(detail::steady::now() + std::chrono::milliseconds(100));
+      } while (detail::steady::now() < until);
+      self->report(last, "leaving the lock's queue (the entry lapsed by itself)");
+    };
+    asio::co_spawn(asio::make_strand(backend_.get_executor()), task(this, std::move(rec)),
+                   [this](std::exception_ptr ep) {
+                     if (ep) report(make_error_code(error::unexpected_exception), "leaving the lock's queue: " + what(ep));
+                     std::lock_guard g(mutex_);
+                     if (--background_releases_ == 0) background_done_.notify_all();
+                   });
+  }
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>

@@ -51,21 +51,25 @@ struct Queue : Token {
   // The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
   // KEYS[3] entries; the channel is ARGV[channel_arg]. `grant(who)` takes
   // `who` out of the line and, if its entry is alive, gives it the lock and
-  // publishes its token; `hand_on()` grants to the first live waiter.
+  // publishes "<token>:<place>" (its arrival number, which names this stay
+  // in the line: a waiter that joins again gets a new one, so a grant's
+  // message that comes late is not mistaken for a later grant);
+  // `hand_on()` grants to the first live waiter.
   static std::string prelude(int channel_arg) {
     return R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function grant(who)
+  local place = redis.call('ZSCORE', KEYS[2], who)
   redis.call('ZREM', KEYS[2], who)
   local entry = redis.call('HGET', KEYS[3], who)
   redis.call('HDEL', KEYS[3], who)
-  if not entry then return false end
+  if not entry or not place then return false end
   local expiry, lease = string.match(entry, '^(%d+):(%d+)$')
   if not expiry or tonumber(expiry) <= now then return false end
   redis.call('SET', KEYS[1], who, 'PX', lease)
   redis.call('PUBLISH', ARGV[)lua" +
-           std::to_string(channel_arg) + R"lua(], who)
+           std::to_string(channel_arg) + R"lua(], who .. ':' .. place)
   return true
 end
 local function hand_on()
@@ -81,8 +85,9 @@ end
   // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] arrival counter;
   // ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
   // failure, ARGV[4] entry ttl ms, ARGV[5] channel.
-  // {1, lease} taken now; {2, pttl} already ours (granted); {0, pttl} held
-  // by another (and, with ARGV[3], this token is in the line, refreshed).
+  // {1, lease} taken now; {2, pttl} already ours (granted); {0, pttl, place}
+  // held by another (and, with ARGV[3], this token is in the line at arrival
+  // number `place`, its entry refreshed; place 0: not in the line).
   static const redis::script& acquire_script() {
     static const redis::script s(R"lua(
 local lease = tonumber(ARGV[2])
@@ -109,16 +114,19 @@ if not holder then
     return {1, lease}
   end
 end
+local place = 0
 if ARGV[3] == '1' then
-  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
-    redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[4]), ARGV[1])
+  place = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  if not place then
+    place = redis.call('INCR', KEYS[4])
+    redis.call('ZADD', KEYS[2], place, ARGV[1])
   end
   redis.call('HSET', KEYS[3], ARGV[1], (now + ttl) .. ':' .. lease)
   for i = 2, 4 do
     if redis.call('PTTL', KEYS[i]) < 2 * ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
   end
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, redis.call('PTTL', KEYS[1]), tonumber(place)}
 )lua");
     return s;
   }
@@ -168,7 +176,7 @@ return 0
                                   std::to_string(rec.queue.entry_ttl.count()), channel(rec.name)};
     auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
-    if (v.type != redis::kind::array || v.elements.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     auto verdict = detail::integer_of(v.elements[0]);
     auto left = detail::integer_of(v.elements[1]);
     if (!verdict || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
@@ -181,9 +189,15 @@ return 0
         // key had `left` ms to live when this try ran.
         confirm_grant(rec, sent, milliseconds(*left));
         co_return std::pair{error_code{}, attempt{true, std::nullopt}};
-      case 0:
-        if (join) rec.queue.since = sent;  // no grant before this try ran
+      case 0: {
+        auto place = v.elements.size() == 3 ? detail::integer_of(v.elements[2]) : std::nullopt;
+        if (!place) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+        if (join) {
+          rec.queue.since = sent;  // no grant of this place before this try ran
+          rec.queue.place = *place;
+        }
         co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
+      }
       default:
         co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -22,19 +23,26 @@ namespace dlock::wait {
 /// command of its own. Waiters are served in the order they joined.
 ///
 /// While it waits, the waiter's entry in the line lives `entry_ttl` (server
-/// time) and is refreshed every third of it, by a try that also notices a
-/// grant whose message was lost, or a lock left free by a dead holder. A
-/// waiter whose process dies drops out of the line within `entry_ttl`. A
-/// wait that times out or is cancelled leaves the line in the same script
-/// that checks for a grant, so a grant never goes to a waiter that left (a
-/// grant that came first is kept when the deadline passed, given back when
-/// the wait was cancelled).
+/// time) and is refreshed every third of it (every quarter of the lease,
+/// when that is shorter: a grant's lease is counted from the last refresh),
+/// by a try that also notices a grant whose message was lost, or a lock
+/// left free by a dead holder. A waiter whose process dies drops out of the
+/// line within `entry_ttl`. A wait that times out or is cancelled leaves
+/// the line in the same script that checks for a grant, so a grant never
+/// goes to a waiter that left (a grant that came first is kept when the
+/// deadline passed, given back when the wait was cancelled). If that script
+/// cannot be run (a dropped connection), it is retried in the background
+/// until the entry has lapsed, and a grant found meanwhile is released.
+///
+/// A grant message names the place in the line it was granted for; one
+/// about an earlier place (a grant that lapsed, say, before its message
+/// came) does not count: the waiter asks the key instead.
 ///
 /// The backend's subscription to the lock's grant channel outlives its
 /// last waiter by `linger`: while it is up, a waiter's first try joins the
 /// line at once (a grant can no longer be missed), so a contended acquire
 /// costs its try and nothing else. An uncontended acquire on a backend that
-/// has not waited on this lock recently never subscribes.
+/// has not waited on this lock recently neither subscribes nor registers.
 struct HandOff {
   static constexpr const char* policy_name = "handoff";
   static constexpr bool needs_publish = false;
@@ -62,35 +70,27 @@ struct HandOff {
     waiter(const HandOff& p, B& backend, const std::string& /*name*/, const std::string& channel)
         : entry_ttl_(p.entry_ttl), linger_(p.linger), backend_(backend), channel_(channel) {}
 
-    /// Before each try: registers this acquire's token for its grant (once)
-    /// and tells the try whether to join the line: only while the grant
-    /// channel is subscribed (or a grant could be missed) and the deadline
-    /// has not passed (a try_lock() never queues).
+    /// Before each try: tells the try whether to join the line. Only while
+    /// the backend is subscribed to the grant channel (or a grant could be
+    /// missed) and the deadline has not passed (a try_lock() never queues).
+    /// The token is registered for its grant before the first try that joins.
     asio::awaitable<void> before_try(detail::hold_record& rec, detail::steady::time_point deadline) {
-      if (!ticket_) {
-        auto ex = co_await asio::this_coro::executor;
-        state_ = std::make_shared<signal>(ex);
-        std::weak_ptr<signal> weak = state_;
-        // From the subscriber's strand to this operation's executor.
-        auto notify = [weak, ex](bool granted) {
-          asio::post(ex, [weak, granted] {
-            if (auto s = weak.lock()) {
-              (granted ? s->granted : s->check) = true;
-              s->timer.cancel();
-            }
-          });
-        };
-        ticket_ = backend_.template use_service<detail::grant_router<B>>().enter(channel_, rec.owner, notify,
-                                                                                linger_);
-      }
+      token_ = rec.owner;
+      if (!ticket_ && router().subscribed(channel_)) co_await enter();
+      // A grant's lease is counted from the last "queued" reply: refresh
+      // often enough that little of it is lost (a quarter of a short lease).
+      refresh_ = entry_ttl_ / 3;
+      if (rec.lease > milliseconds::zero()) refresh_ = std::min(refresh_, std::max(rec.lease / 4, milliseconds(1)));
       rec.queue.entry_ttl = entry_ttl_;
-      rec.queue.join = detail::steady::now() < deadline && ticket_->ready();
+      rec.queue.join = ticket_ && detail::steady::now() < deadline && ticket_->ready();
+      joined_ = joined_ || rec.queue.join;
     }
 
     asio::awaitable<error_code> prepare() {
+      if (!ticket_) co_await enter();
       auto ec = co_await ticket_->subscribed();
       // Subscribed only now: the next try joins the line, at once.
-      state_->check = true;
+      if (!joined_) state_->check = true;
       co_return ec;
     }
 
@@ -98,7 +98,7 @@ struct HandOff {
       if (state_->granted || std::exchange(state_->check, false)) co_return error_code{};
       // Wake to refresh the entry, or when the holder's lease could end (a
       // dead holder's lock is handed on by the next try that sees it free).
-      auto until = std::min(deadline, detail::steady::now() + entry_ttl_ / 3);
+      auto until = std::min(deadline, detail::steady::now() + refresh_);
       if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, detail::steady::now() + *held_for);
       state_->timer.expires_at(until);
       auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -107,8 +107,16 @@ struct HandOff {
       co_return error_code{};
     }
 
-    /// Whether a grant message for this waiter came (taken once).
-    bool granted() { return state_ && std::exchange(state_->granted, false); }
+    /// Whether a grant message for this waiter's current place in the line
+    /// came (taken once). A message about another place (a grant that
+    /// lapsed before this waiter joined again) only makes the next wait
+    /// return at once, so that a try asks the key.
+    bool granted(const detail::hold_record& rec) {
+      if (!state_ || !std::exchange(state_->granted, false)) return false;
+      if (rec.queue.place != 0 && state_->grant_place == rec.queue.place) return true;
+      state_->check = true;
+      return false;
+    }
 
     /// The acquire is over: no more grants for this token.
     void done() { ticket_.reset(); }
@@ -117,13 +125,39 @@ struct HandOff {
     struct signal {
       explicit signal(const asio::any_io_executor& ex) : timer(ex) {}
       asio::steady_timer timer;
-      bool granted = false;  // a grant message named this token
-      bool check = false;    // try again now (just subscribed, or messages may be lost)
+      bool granted = false;         // a grant message named this token
+      std::int64_t grant_place = 0;  // ... for this place in the line
+      bool check = false;           // try again now (just subscribed, or messages may be lost)
     };
 
-    milliseconds entry_ttl_, linger_;
+    detail::grant_router<B>& router() { return backend_.template use_service<detail::grant_router<B>>(); }
+
+    // Registers the token for its grants, on this operation's executor.
+    asio::awaitable<void> enter() {
+      auto ex = co_await asio::this_coro::executor;
+      state_ = std::make_shared<signal>(ex);
+      std::weak_ptr<signal> weak = state_;
+      // From the subscriber's strand to this operation's executor.
+      auto notify = [weak, ex](bool granted, std::int64_t place) {
+        asio::post(ex, [weak, granted, place] {
+          if (auto s = weak.lock()) {
+            if (granted) {
+              s->granted = true;
+              s->grant_place = place;
+            } else {
+              s->check = true;
+            }
+            s->timer.cancel();
+          }
+        });
+      };
+      ticket_ = router().enter(channel_, token_, notify, linger_);
+    }
+
+    milliseconds entry_ttl_, linger_, refresh_{1000};
     B& backend_;
-    std::string channel_;
+    std::string channel_, token_;
+    bool joined_ = false;  // a try that joins the line was sent
     std::shared_ptr<signal> state_;
     std::unique_ptr<typename detail::grant_router<B>::ticket> ticket_;
   };
