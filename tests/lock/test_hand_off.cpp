@@ -205,7 +205,7 @@ TEST_CASE("hand-off: a grant message that does not name the waiter's current pla
   // Messages like a late grant's (an earlier place), a forged one, and a
   // bare token: none of them may make the waiter believe it holds the lock.
   for (const std::string& message : {token + ":" + std::to_string(std::stoll(place) - 1), token + ":999999", token})
-    redis.backend.command(dlock::redis::request().push("PUBLISH", o::Queue::channel(name), message));
+    redis.backend.command(dlock::redis::request().push("PUBLISH", o::Queue::channel(name) + ":" + other.client_id(), message));
   std::this_thread::sleep_for(scaled(500ms));
   CHECK_FALSE(got);
   CHECK(queued(redis.backend, name) == 1);  // still in the line

@@ -19,13 +19,15 @@ namespace dlock::ownership {
 /// - `{name}:queue`, a sorted set of waiting tokens, scored by arrival
 ///   (`{name}:queue:seq` counts arrivals): the line, first come first;
 /// - `{name}:queue:entries`, a hash from each waiting token to
-///   "<expiry ms>:<lease ms>": until when the waiter counts as alive (server
-///   time; the waiter refreshes it) and the lease its grant gets.
+///   "<expiry ms>:<lease ms>:<listener>": until when the waiter counts as
+///   alive (server time; the waiter refreshes it), the lease its grant gets,
+///   and the id of the backend that waits for the grant.
 ///
 /// A try that fails while the waiter means to wait joins the line in the
 /// same script. The release deletes the key and, in the same script, writes
 /// the first live waiter's token with its lease and publishes that token on
-/// `{name}:handoff`: the waiter's acquire completes on the message, with no
+/// `{name}:handoff:<listener>`, the channel of the waiter's backend: the
+/// waiter's acquire completes on the message, with no
 /// command of its own. Waiters whose entry expired (their process died) are
 /// dropped on the way. When the key is free but the line is not (a holder
 /// or a granted waiter died and its lease ran out), the next script that
@@ -41,7 +43,9 @@ struct Queue : Token {
   static constexpr bool needs_lease = true;
   static constexpr bool queues = true;
 
-  /// Where grants are published: the granted token is the message.
+  /// Where grants are published, followed by ":<listener>": each waiting
+  /// backend (its client id is the listener) has a channel of its own, and
+  /// the message is "<granted token>:<its place in the line>".
   static std::string channel(std::string_view name) { return detail::same_slot_key(name, "handoff"); }
 
   static std::string queue_key(std::string_view name) { return detail::same_slot_key(name, "queue"); }
@@ -49,27 +53,36 @@ struct Queue : Token {
   static std::string seq_key(std::string_view name) { return detail::same_slot_key(name, "queue:seq"); }
 
   // The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
-  // KEYS[3] entries; the channel is ARGV[channel_arg]. `grant(who)` takes
-  // `who` out of the line and, if its entry is alive, gives it the lock and
-  // publishes "<token>:<place>" (its arrival number, which names this stay
-  // in the line: a waiter that joins again gets a new one, so a grant's
-  // message that comes late is not mistaken for a later grant);
-  // `hand_on()` grants to the first live waiter.
+  // KEYS[3] entries; the grant channel is ARGV[channel_arg]. `grant(who)`
+  // takes `who` out of the line and, if its entry is alive, gives it the
+  // lock and publishes "<token>:<place>" (its arrival number, which names
+  // this stay in the line: a waiter that joins again gets a new one, so a
+  // grant's message that comes late is not mistaken for a later grant) on
+  // "<channel>:<listener>", the channel of the waiter's own backend, so
+  // that one release wakes one subscriber. `hand_on()` grants to the first
+  // live waiter. `now()` reads the server's clock only when an entry is
+  // looked at (an uncontended script never calls TIME).
   static std::string prelude(int channel_arg) {
     return R"lua(
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_ms
+local function now()
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now_ms
+end
 local function grant(who)
   local place = redis.call('ZSCORE', KEYS[2], who)
   redis.call('ZREM', KEYS[2], who)
   local entry = redis.call('HGET', KEYS[3], who)
   redis.call('HDEL', KEYS[3], who)
   if not entry or not place then return false end
-  local expiry, lease = string.match(entry, '^(%d+):(%d+)$')
-  if not expiry or tonumber(expiry) <= now then return false end
+  local expiry, lease, listener = string.match(entry, '^(%d+):(%d+):(.*)$')
+  if not expiry or tonumber(expiry) <= now() then return false end
   redis.call('SET', KEYS[1], who, 'PX', lease)
   redis.call('PUBLISH', ARGV[)lua" +
-           std::to_string(channel_arg) + R"lua(], who .. ':' .. place)
+           std::to_string(channel_arg) + R"lua(] .. ':' .. listener, who .. ':' .. place)
   return true
 end
 local function hand_on()
@@ -84,7 +97,8 @@ end
 
   // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] arrival counter;
   // ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
-  // failure, ARGV[4] entry ttl ms, ARGV[5] channel.
+  // failure, ARGV[4] entry ttl ms, ARGV[5] channel, ARGV[6] the listener
+  // (the waiter's backend's id) its grant is published to.
   // {1, lease} taken now; {2, pttl} already ours (granted); {0, pttl, place}
   // held by another (and, with ARGV[3], this token is in the line at arrival
   // number `place`, its entry refreshed; place 0: not in the line).
@@ -96,6 +110,10 @@ if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 
   return redis.error_reply('ERR dlock: lease out of range')
 end)lua" + prelude(5) + R"lua(
 local holder = redis.call('GET', KEYS[1])
+if not holder and redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)  -- free, nobody in line: the uncontended path
+  return {1, lease}
+end
 if holder == ARGV[1] then
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
@@ -121,7 +139,7 @@ if ARGV[3] == '1' then
     place = redis.call('INCR', KEYS[4])
     redis.call('ZADD', KEYS[2], place, ARGV[1])
   end
-  redis.call('HSET', KEYS[3], ARGV[1], (now + ttl) .. ':' .. lease)
+  redis.call('HSET', KEYS[3], ARGV[1], (now() + ttl) .. ':' .. lease .. ':' .. ARGV[6])
   for i = 2, 4 do
     if redis.call('PTTL', KEYS[i]) < 2 * ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
   end
@@ -173,7 +191,8 @@ return 0
     }
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name)};
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
-                                  std::to_string(rec.queue.entry_ttl.count()), channel(rec.name)};
+                                  std::to_string(rec.queue.entry_ttl.count()), channel(rec.name),
+                                  backend.client_id()};
     auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};

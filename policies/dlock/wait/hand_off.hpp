@@ -66,9 +66,11 @@ struct HandOff {
   template <class B>
   class waiter {
    public:
-    /// `channel`: where the ownership publishes grants (Queue::channel).
+    /// `channel`: where the ownership publishes grants (Queue::channel),
+    /// followed by ":<this backend's client id>" (each backend hears only
+    /// the grants to its own waiters).
     waiter(const HandOff& p, B& backend, const std::string& /*name*/, const std::string& channel)
-        : entry_ttl_(p.entry_ttl), linger_(p.linger), backend_(backend), channel_(channel) {}
+        : entry_ttl_(p.entry_ttl), linger_(p.linger), backend_(backend), channel_(channel + ":" + backend.client_id()) {}
 
     /// Before each try: tells the try whether to join the line. Only while
     /// the backend is subscribed to the grant channel (or a grant could be
