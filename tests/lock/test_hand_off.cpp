@@ -20,6 +20,7 @@
 namespace {
 
 using namespace std::chrono_literals;
+using dlock::test::command_calls;
 using dlock::test::scaled;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
@@ -36,13 +37,6 @@ bool exists(dlock::RedisBackend& redis, const std::string& name) {
   return integer(redis.command(dlock::redis::request().push("EXISTS", name))) == 1;
 }
 
-// A server command's call count from INFO commandstats (0 if never called).
-long long calls(dlock::RedisBackend& redis, const std::string& command) {
-  auto info = redis.command(dlock::redis::request().push("INFO", "commandstats")).str;
-  auto at = info.find("cmdstat_" + command + ":calls=");
-  if (at == std::string::npos) return 0;
-  return std::stoll(info.substr(at + command.size() + 15));
-}
 
 }  // namespace
 
@@ -252,11 +246,11 @@ TEST_CASE("hand-off: an uncontended acquire is one script call, a contended one 
   QueueLock b(other, name, {}, r::FixedLease{scaled(30s)});
   a.lock();
   a.unlock();  // scripts loaded
-  auto eval0 = calls(redis.backend, "evalsha"), sub0 = calls(redis.backend, "subscribe");
+  auto eval0 = command_calls(redis.server, "evalsha"), sub0 = command_calls(redis.server, "subscribe");
   a.lock();
   a.unlock();
-  CHECK(calls(redis.backend, "evalsha") - eval0 == 2);  // the acquire and the release
-  CHECK(calls(redis.backend, "subscribe") == sub0);     // no wait, no subscription
+  CHECK(command_calls(redis.server, "evalsha") - eval0 == 2);  // the acquire and the release
+  CHECK(command_calls(redis.server, "subscribe") == sub0);     // no wait, no subscription
   // Contended, hand-offs back and forth: each acquisition costs its try and
   // its release, once the subscriptions are up (they linger between waits).
   const int rounds = 200;
@@ -269,11 +263,11 @@ TEST_CASE("hand-off: an uncontended acquire is one script call, a contended one 
   std::thread ta([&] { run(a); }), tb([&] { run(b); });
   ta.join();
   tb.join();
-  auto eval1 = calls(redis.backend, "evalsha");
+  auto eval1 = command_calls(redis.server, "evalsha");
   std::thread tc([&] { run(a); }), td([&] { run(b); });
   tc.join();
   td.join();
-  double per = double(calls(redis.backend, "evalsha") - eval1) / (2 * rounds);
+  double per = double(command_calls(redis.server, "evalsha") - eval1) / (2 * rounds);
   WARN("script calls per contended acquisition: " << per);
   CHECK(per <= 3.0);
 }

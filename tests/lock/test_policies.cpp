@@ -252,11 +252,7 @@ TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
 }
 
 // Acquire-script runs so far: every try of a hash lock runs it once.
-long long evalsha_calls(const redis_server& s) {
-  auto text = s.command({"INFO", "commandstats"});
-  auto at = text.find("cmdstat_evalsha:calls=");
-  return at == std::string::npos ? 0 : std::stoll(text.substr(at + 22));
-}
+long long evalsha_calls(const redis_server& s) { return dlock::test::command_calls(s, "evalsha"); }
 
 TEST_CASE("a release wakes one pub/sub waiter of a backend, not all of them", "[pubsub]") {
   private_redis redis;

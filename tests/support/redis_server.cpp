@@ -410,4 +410,12 @@ std::vector<std::uint16_t> redis_cluster::ports() const {
   return out;
 }
 
+long long command_calls(const redis_server& server, const std::string& command) {
+  auto info = server.command({"INFO", "commandstats"});
+  auto key = "cmdstat_" + command + ":calls=";
+  auto at = info.find(key);
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.substr(at + key.size()));
+}
+
 }  // namespace dlock::test

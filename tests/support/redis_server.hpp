@@ -70,6 +70,11 @@ class redis_server {
   pid_t pid_ = -1;
 };
 
+/// How often `server` ran `command` (lower case, as INFO commandstats names
+/// it: "evalsha", "subscribe"), 0 if never.
+long long command_calls(const redis_server& server, const std::string& command);
+
+
 /// N Sentinel processes watching a master named `master_name`.
 class sentinel_group {
  public:

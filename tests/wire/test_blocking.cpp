@@ -30,10 +30,7 @@ using dlock::test::scaled;
 namespace {
 
 long long calls(const redis_server& server, const std::string& command) {
-  auto info = server.command({"INFO", "commandstats"});
-  auto at = info.find("cmdstat_" + command + ":calls=");
-  if (at == std::string::npos) return 0;
-  return std::stoll(info.substr(at + command.size() + 15));
+  return dlock::test::command_calls(server, command);
 }
 
 const script& adder() {

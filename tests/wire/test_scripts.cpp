@@ -21,12 +21,8 @@ using dlock::test::redis_server;
 
 namespace {
 
-// How often the server ran `command` (INFO commandstats), 0 if never.
 long long calls(const redis_server& server, const std::string& command) {
-  auto info = server.command({"INFO", "commandstats"});
-  auto at = info.find("cmdstat_" + command + ":calls=");
-  if (at == std::string::npos) return 0;
-  return std::stoll(info.substr(at + command.size() + 15));
+  return dlock::test::command_calls(server, command);
 }
 
 struct counts {
