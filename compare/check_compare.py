@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Runs `dlock-compare --quick` and checks its JSON: every combination of
-`--list` present once, with measured figures and a complete environment.
+`--list` present once, with measured figures and a complete environment,
+and redis-py's Lock measured beside them.
 Also checks that a bad option and an unreachable --redis fail with one
 clear line and a non-zero exit.
 
@@ -101,6 +102,25 @@ def check_faults(data):
             fail(f"{pair}: the paused holder's story did not end in an overlap: {f}")
 
 
+def check_reference(data, table):
+    """redis-py's Lock ran through the same phases (./dev installs
+    python3-redis, so a skipped reference is a failure here) and, being an
+    owner-checked lock, neither overlapped nor lost an update."""
+    ref = data["reference"]
+    if "skipped" in ref:
+        fail(f"redis-py's Lock was not measured: {ref['skipped']}")
+    u = ref["uncontended"]
+    if not (u["samples"] > 0 and 0 < u["p50_us"] <= u["p99_us"] and ref["ping"]["samples"] > 0):
+        fail(f"redis-py's uncontended figures look wrong: {u}")
+    if [x["workers"] for x in ref["contention"]] != [2, 8]:
+        fail(f"redis-py's contention runs are {[x['workers'] for x in ref['contention']]}, expected [2, 8]")
+    for x in ref["contention"]:
+        if x["errors"] or not x["cycles"] > 0 or x["overlaps"] or x["lost_updates"]:
+            fail(f"redis-py's contention with {x['workers']} workers looks wrong: {x}")
+    if "redis-py/Lock" not in table or "against redis-py's Lock (" + ref["version"] + ")" not in table:
+        fail("the table has no redis-py row or no comparison with it")
+
+
 def check_plots(script, out):
     """The plot script draws three SVG files from the run's JSON."""
     r = subprocess.run([script, os.path.join(out, "compare.json")], capture_output=True, text=True, timeout=120)
@@ -160,6 +180,7 @@ def main():
             if c["ownership"] in ("token", "hash", "queue") and (x["overlaps"] or x["lost_updates"]):
                 fail(f"{c['name']}: {x['overlaps']} overlaps, {x['lost_updates']} lost updates with {x['workers']} workers")
 
+    check_reference(data, r.stdout)
     check_faults(data)
     check_plots(plot, out)
     check_shared_server(exe, out + "-shared")

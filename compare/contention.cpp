@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 
 namespace dlock::compare {
@@ -29,7 +31,51 @@ std::vector<std::string_view> words(std::string_view line) {
   return out;
 }
 
+// All commands the server has run so far (INFO commandstats): the server's
+// work, which counts the commands a script runs as well as the script.
+std::int64_t commands_run(RedisBackend& redis) {
+  auto text = redis.command(redis::request().push("INFO", "commandstats")).str;
+  std::int64_t total = 0;
+  // "cmdstat_get:calls=12,usec=...,rejected_calls=0,failed_calls=0": only
+  // the first "calls=" of each line, which ":" precedes.
+  for (std::size_t at = text.find(":calls="); at != std::string::npos; at = text.find(":calls=", at + 7))
+    total += std::stoll(text.substr(at + 7));
+  return total;
+}
+
 }  // namespace
+
+contention_result contend(RedisBackend& redis, const std::string& name, const std::string& lock,
+                          const std::string& counter, int workers, run_times times, const launch_fn& launch,
+                          double ping_us) {
+  redis.command(redis::request().push("SET", counter, 0));
+  auto before = commands_run(redis);
+  auto start = test::monotonic_ns() + std::chrono::nanoseconds(times.start_delay).count();
+  auto duration = std::chrono::nanoseconds(times.duration).count();
+  std::vector<std::unique_ptr<test::child_process>> children;
+  for (int p = 0; p < 2; ++p) children.push_back(launch(p, workers / 2 + (p < workers % 2 ? 1 : 0), start, duration));
+  std::vector<cycle> cycles;
+  test::hold_history history;
+  std::vector<std::string> errors;
+  for (auto& c : children) {
+    bool complete = false;
+    auto out = c->read_rest(times.duration + times.start_delay + std::chrono::seconds(120), complete);
+    if (!complete) throw std::runtime_error(name + ": a worker process did not finish");
+    if (int rc = c->wait(); rc != 0) errors.push_back("worker process exited with " + std::to_string(rc));
+    auto e = collect(out, lock, cycles, history);
+    errors.insert(errors.end(), e.begin(), e.end());
+  }
+  auto after = commands_run(redis);
+  auto v = redis.command(redis::request().push("GET", counter));
+  auto r = summarize(workers, duration, std::move(cycles), history, v.is_null() ? 0 : std::stoll(v.str), ping_us);
+  r.errors = errors.size();
+  for (std::size_t i = 0; i < errors.size() && i < 3; ++i) std::fprintf(stderr, "  %s: %s\n", name.c_str(), errors[i].c_str());
+  // The INFO that took `before` counts in `after`; the critical section is two commands.
+  if (r.cycles)
+    r.commands_per_acquisition =
+        static_cast<double>(after - before - 1 - 2 * static_cast<std::int64_t>(r.cycles)) / static_cast<double>(r.cycles);
+  return r;
+}
 
 std::vector<std::string> collect(const std::string& output, const std::string& lock, std::vector<cycle>& cycles,
                                  test::hold_history& history) {
@@ -69,6 +115,7 @@ contention_result summarize(int workers, std::int64_t duration_ns, std::vector<c
     auto gap = cycles[i].acquired - cycles[i - 1].released;
     handoffs.push_back(static_cast<double>(std::max<std::int64_t>(gap, 0)) / 1e3);
   }
+  c.handoffs_per_s = c.seconds > 0 ? static_cast<double>(handoffs.size()) / c.seconds : 0;
   c.handoff = percentiles(handoffs);
   std::map<std::string, std::size_t> per_worker;
   for (auto& cy : cycles) ++per_worker[cy.worker];

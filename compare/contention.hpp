@@ -9,12 +9,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include <dlock/dlock.hpp>
+#include <support/child_process.hpp>
 #include <support/hold_history.hpp>
 
 #include "report.hpp"
@@ -100,6 +103,25 @@ std::vector<std::string> run_workers(const worker_args& a) {
   for (auto& lines : out) all.insert(all.end(), lines.begin(), lines.end());
   return all;
 }
+
+/// Starts worker process `p` (0 or 1) of a run: `threads` workers from
+/// `start_ns` for `duration_ns`, printing the lines run_workers returns.
+using launch_fn = std::function<std::unique_ptr<test::child_process>(int p, int threads, std::int64_t start_ns,
+                                                                     std::int64_t duration_ns)>;
+
+/// How long a contention run lasts, and how long its processes get to start.
+struct run_times {
+  std::chrono::milliseconds duration, start_delay;
+};
+
+/// One contention run of the lock named `name` (for messages) with
+/// `workers` workers, half in each of two processes that `launch` starts;
+/// `lock` is the lock's key and `counter` the inventory's. The parent's
+/// part: sets the counter, counts the server's commands (INFO
+/// commandstats) before and after, merges the processes' cycles.
+contention_result contend(RedisBackend& redis, const std::string& name, const std::string& lock,
+                          const std::string& counter, int workers, run_times times, const launch_fn& launch,
+                          double ping_us);
 
 /// What the parent computes from the merged cycles of one run.
 contention_result summarize(int workers, std::int64_t duration_ns, std::vector<cycle> cycles,

@@ -26,6 +26,7 @@
 #include "faults.hpp"
 #include "measure.hpp"
 #include "options.hpp"
+#include "reference.hpp"
 #include "report.hpp"
 #include "version.hpp"
 
@@ -124,54 +125,18 @@ counts counts_for(depth d) {
   }
 }
 
-// All commands the server has run so far (INFO commandstats): the server's
-// work, which counts the commands a script runs as well as the script.
-std::int64_t commands_run(dlock::RedisBackend& redis) {
-  auto text = redis.command(dlock::redis::request().push("INFO", "commandstats")).str;
-  std::int64_t total = 0;
-  // "cmdstat_get:calls=12,usec=...,rejected_calls=0,failed_calls=0": only
-  // the first "calls=" of each line, which ":" precedes.
-  for (std::size_t at = text.find(":calls="); at != std::string::npos; at = text.find(":calls=", at + 7))
-    total += std::stoll(text.substr(at + 7));
-  return total;
-}
-
 // One contention run of L with `workers` workers, half in each of two
 // processes (this program, run with --worker).
 template <class L>
-contention_result contend(dlock::RedisBackend& redis, const std::string& self, const std::string& url,
-                          const std::string& key, int workers, const counts& n, double ping_us) {
+contention_result contend_combination(dlock::RedisBackend& redis, const std::string& self, const std::string& url,
+                                      const std::string& key, int workers, const counts& n, double ping_us) {
   const std::string name = L::combination_name(), counter = key + ":counter";
-  redis.command(dlock::redis::request().push("SET", counter, 0));
-  auto before = commands_run(redis);
-  auto start = dlock::test::monotonic_ns() + std::chrono::nanoseconds(n.start_delay).count();
-  auto duration = std::chrono::nanoseconds(n.contention).count();
-  std::vector<std::unique_ptr<dlock::test::child_process>> children;
-  for (int p = 0; p < 2; ++p) {
-    int threads = workers / 2 + (p < workers % 2 ? 1 : 0);
-    children.push_back(std::make_unique<dlock::test::child_process>(
+  auto launch = [&](int p, int threads, std::int64_t start, std::int64_t duration) {
+    return std::make_unique<dlock::test::child_process>(
         self, std::vector<std::string>{"--worker", name, url, key, counter, "p" + std::to_string(p),
-                                       std::to_string(threads), std::to_string(start), std::to_string(duration)}));
-  }
-  std::vector<cycle> cycles;
-  dlock::test::hold_history history;
-  std::vector<std::string> errors;
-  for (auto& c : children) {
-    bool complete = false;
-    auto out = c->read_rest(n.contention + n.start_delay + std::chrono::seconds(120), complete);
-    if (!complete) throw std::runtime_error(name + ": a worker process did not finish");
-    if (int rc = c->wait(); rc != 0) errors.push_back("worker process exited with " + std::to_string(rc));
-    auto e = collect(out, key, cycles, history);
-    errors.insert(errors.end(), e.begin(), e.end());
-  }
-  auto after = commands_run(redis);
-  auto v = redis.command(dlock::redis::request().push("GET", counter));
-  auto r = summarize(workers, duration, std::move(cycles), history, v.is_null() ? 0 : std::stoll(v.str), ping_us);
-  r.errors = errors.size();
-  for (std::size_t i = 0; i < errors.size() && i < 3; ++i) std::fprintf(stderr, "  %s: %s\n", name.c_str(), errors[i].c_str());
-  // The INFO that took `before` counts in `after`; the critical section is two commands.
-  if (r.cycles) r.commands_per_acquisition = static_cast<double>(after - before - 1 - 2 * static_cast<std::int64_t>(r.cycles)) / static_cast<double>(r.cycles);
-  return r;
+                                       std::to_string(threads), std::to_string(start), std::to_string(duration)});
+  };
+  return dlock::compare::contend(redis, name, key, counter, workers, {n.contention, n.start_delay}, launch, ping_us);
 }
 
 // Calls f(type_c<L>) for the combination named `name`; false if none is.
@@ -252,9 +217,13 @@ int run(const options& o) {
   // This program, run again as --worker and --hold child processes.
   const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
   auto names = selected(o);
-  progress bar(names.size() * (1 + n.workers.size()));
-  std::vector<combination_result> rows;
+  reference_plan plan{url, prefix, n.cycles, n.ping / 10, n.workers, {n.contention, n.start_delay}, env.ping.p50_us};
+  progress bar(names.size() * (1 + n.workers.size()) + reference_steps(plan));
   std::size_t i = 0;
+  // First the reference, redis-py's Lock: a reader sees at once whether it runs.
+  auto ref = measure_redis_py(redis, self, plan, [&](const std::string& what) { bar.step(i++, what); });
+  if (!ref.skipped.empty()) std::fprintf(stderr, "redis-py's Lock is not measured: %s\n", ref.skipped.c_str());
+  std::vector<combination_result> rows;
   dlock::combinations::for_each([&](auto type) {
     using L = typename decltype(type)::type;
     if (!matches(o.filter, L::combination_name())) return;
@@ -271,7 +240,7 @@ int run(const options& o) {
         bar.step(i++, r.name + ": " + std::to_string(w) + " workers in 2 processes for " +
                           std::to_string(n.contention.count()) + " ms");
         r.contention.push_back(
-            contend<L>(redis, self, url, prefix + "contended:" + r.name + ":" + std::to_string(w), w, n, env.ping.p50_us));
+            contend_combination<L>(redis, self, url, prefix + "contended:" + r.name + ":" + std::to_string(w), w, n, env.ping.p50_us));
       }
     } catch (const std::system_error& e) {
       throw std::runtime_error(r.name + ": " + e.what());
@@ -295,10 +264,10 @@ int run(const options& o) {
   auto deleted = delete_keys(redis, prefix);
   if (!private_server) std::fprintf(stderr, "deleted the run's %zu keys (%s*)\n", deleted, prefix.c_str());
 
-  std::printf("%s", table(env, rows, faults).c_str());
+  std::printf("%s", table(env, rows, ref, faults).c_str());
   std::filesystem::create_directories(o.out_dir);
   auto path = std::filesystem::path(o.out_dir) / "compare.json";
-  std::ofstream(path) << json(env, rows, faults);
+  std::ofstream(path) << json(env, rows, ref, faults);
   std::fprintf(stderr, "wrote %s\n", path.c_str());
   return 0;
 }

@@ -3,7 +3,9 @@
   uncontended.svg  acquire + release time per combination (p50, p99)
   handoff.svg      hand-off latency by number of waiters, per wait policy
   commands.svg     Redis commands per acquisition by number of waiters
-Every time is in PING round trips measured in the same run.
+Every time is in PING round trips measured in the same run. redis-py's
+Lock, measured in the same run as a reference, has a grey bar and a panel
+of its own.
 
 usage: plot_compare.py [COMPARE_JSON [OUT_DIR]]
   (defaults: compare-out/compare.json, and the JSON's directory)
@@ -30,13 +32,23 @@ plt.rcParams.update({
     "axes.facecolor": "white",
 })
 
-WAITS = ["tryonce", "spin", "backoff", "pubsub"]
+WAITS = ["tryonce", "spin", "backoff", "pubsub", "handoff"]
 WAIT_TITLES = {
     "tryonce": "try once (caller retries every ms)",
     "spin": "fixed-interval spin",
     "backoff": "backoff with jitter",
     "pubsub": "pub/sub wake-up",
+    "handoff": "FIFO hand-off",
 }
+REFERENCE = "redis-py Lock (reference)"
+REFERENCE_COLOR = "#777777"
+
+
+def reference_of(data):
+    """redis-py's Lock measured in the same run, or None (older files, or
+    a run where it could not be measured)."""
+    ref = data.get("reference")
+    return ref if ref and "uncontended" in ref else None
 MARKERS = "os^vD<>ph*"
 
 
@@ -59,13 +71,16 @@ def footer(fig, env):
 
 
 def plot_uncontended(data, style, path):
-    combos = data["combinations"]
+    combos = list(data["combinations"])
+    ref = reference_of(data)
+    if ref:
+        combos.append(ref)
     ping = data["environment"]["ping"]["p50_us"]
     fig, ax = plt.subplots(figsize=(7.5, 0.22 * len(combos) + 1.4))
-    names = [c["name"] for c in combos]
+    names = [REFERENCE if c is ref else c["name"] for c in combos]
     y = list(range(len(combos)))[::-1]
     for yi, c in zip(y, combos):
-        color, _ = style[f"{c['ownership']}/{c['renewal']}"]
+        color = REFERENCE_COLOR if c is ref else style[f"{c['ownership']}/{c['renewal']}"][0]
         u = c["uncontended"]
         # In the PINGs interleaved with the cycles (the run's PING for older files).
         ax.barh(yi, u.get("p50_ping", u["p50_us"] / ping), color=color, height=0.7)
@@ -84,22 +99,29 @@ def plot_uncontended(data, style, path):
 
 
 def plot_by_waiters(data, style, path, value, ylabel, title):
-    """One panel per wait policy; one line per ownership/renewal pair."""
+    """One panel per wait policy, and one for the reference; one line per
+    ownership/renewal pair."""
     combos = data["combinations"]
-    fig, axes = plt.subplots(2, 2, figsize=(9, 6.5), sharex=True, sharey=True)
+    ref = reference_of(data)
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), sharex=True, sharey=True)
     drawn = {}
-    for ax, wait in zip(axes.flat, WAITS):
-        for c in (c for c in combos if c["wait"] == wait):
-            pair = f"{c['ownership']}/{c['renewal']}"
+    panels = [(w, WAIT_TITLES.get(w, w), [c for c in combos if c["wait"] == w]) for w in WAITS]
+    panels.append(("reference", REFERENCE + ",\nits default 0.1 s sleep between tries", [ref] if ref else []))
+    for ax, (wait, heading, members) in zip(axes.flat, panels):
+        for c in members:
+            pair = REFERENCE if c is ref else f"{c['ownership']}/{c['renewal']}"
             points = [(r["workers"], value(r)) for r in c["contention"]]
             points = [(w, v) for w, v in points if v is not None and v > 0]
             if not points:
                 continue
-            color, marker = style[pair]
+            color, marker = (REFERENCE_COLOR, "x") if c is ref else style[pair]
             (line,) = ax.plot([w for w, _ in points], [v for _, v in points], color=color, marker=marker,
                               linewidth=1.2, markersize=5)
             drawn[pair] = line
-        ax.set_title(WAIT_TITLES[wait])
+        if not any(ax.get_lines()):
+            ax.text(0.5, 0.5, "nothing above 0 to draw" if members else "not measured in this run",
+                    transform=ax.transAxes, ha="center", color="#777777")
+        ax.set_title(heading)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         # Plain numbers at 1, 2, 5, 10...: a reader compares them with the targets.
@@ -114,7 +136,7 @@ def plot_by_waiters(data, style, path, value, ylabel, title):
     for ax in axes[:, 0]:
         ax.set_ylabel(ylabel)
     fig.suptitle(title)
-    pairs = [p for p in style if p in drawn]
+    pairs = [p for p in list(style) + [REFERENCE] if p in drawn]
     fig.legend([drawn[p] for p in pairs], pairs, loc="lower center", ncol=min(len(pairs), 5), fontsize=8,
                frameon=False, bbox_to_anchor=(0.5, 0.02))
     fig.tight_layout(rect=(0, 0.1, 1, 0.97))

@@ -62,6 +62,7 @@ std::string padded(std::string s, std::size_t width) {
 std::string contention_json(const contention_result& c, double ping_us) {
   return "{\"workers\": " + std::to_string(c.workers) + ", \"seconds\": " + number(c.seconds) +
          ", \"cycles\": " + std::to_string(c.cycles) + ", \"cycles_per_s\": " + number(c.cycles_per_s) +
+         ", \"handoffs_per_s\": " + number(c.handoffs_per_s) +
          ", \"handoff\": " + latency_json(c.handoff, ping_us) + ", \"most\": " + std::to_string(c.most) +
          ", \"fewest\": " + std::to_string(c.fewest) +
          ", \"commands_per_acquisition\": " + number(c.commands_per_acquisition) +
@@ -83,9 +84,71 @@ const contention_result* shown(const combination_result& r) {
   return best;
 }
 
+// One row of the table: the uncontended ratios, then the shown contention
+// run (the safety columns count every run).
+std::string row_line(const combination_result& r, std::size_t name_w, std::size_t rep_w, double ping) {
+  std::string out = padded(r.name, name_w) + "  " + padded(r.reproduces, rep_w) + "  " +
+                    fmt("%14.2f", r.uncontended.p50_us / local_ping(r, ping)) +
+                    fmt("  %8.2f", r.uncontended.p99_us / local_ping(r, ping));
+  if (auto* c = shown(r)) {
+    std::size_t overlaps = 0;
+    long long lost = 0;
+    for (auto& each : r.contention) {
+      overlaps += each.overlaps;
+      lost += each.lost_updates;
+    }
+    out += " | " + fmt("%2.0f", c->workers) + fmt("  %8.0f", c->cycles_per_s) + fmt("  %11.0f", c->handoffs_per_s) +
+           (c->handoff.samples ? fmt("  %17.2f", c->handoff.p50_us / ping) : std::string(19, ' ').replace(18, 1, "-")) +
+           fmt("  %8.1f", c->commands_per_acquisition) + "  " +
+           padded(std::to_string(c->most) + "-" + std::to_string(c->fewest), 11) + " | " +
+           fmt("%8.0f", static_cast<double>(overlaps)) + fmt("  %4.0f", static_cast<double>(lost));
+  }
+  return out + "\n";
+}
+
+// The smallest and largest of a set of ratios, as "1.9x" or "1.7-2.1x".
+std::string span(const std::vector<double>& v) {
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  const char* f = *hi >= 10 ? "%.0f" : "%.1f";
+  std::string lo_s = fmt(f, *lo), hi_s = fmt(f, *hi);
+  return lo_s + (hi_s != lo_s ? "-" + hi_s : std::string()) + "x";
+}
+
+// dlock's figures against the reference's, grouped: the uncontended cycle
+// rate by ownership, the 8-worker rates by wait policy.
+std::string against(const std::vector<combination_result>& rows, const reference_result& ref, double ping) {
+  if (!ref.skipped.empty()) return "\nredis-py's Lock was not measured: " + ref.skipped + "\n";
+  auto* rc = shown(ref.row);
+  const double ref_cycle = ref.row.uncontended.p50_us / local_ping(ref.row, ping);
+  std::vector<std::pair<std::string, std::vector<double>>> rate, cycles, handoffs;
+  auto add = [](auto& groups, const std::string& key, double v) {
+    for (auto& [k, vs] : groups)
+      if (k == key) return vs.push_back(v);
+    groups.push_back({key, {v}});
+  };
+  for (auto& r : rows) {
+    if (r.uncontended.p50_us > 0) add(rate, r.ownership, ref_cycle / (r.uncontended.p50_us / local_ping(r, ping)));
+    auto* c = shown(r);
+    if (!c || !rc || c->workers != rc->workers) continue;
+    if (rc->cycles_per_s > 0) add(cycles, r.wait, c->cycles_per_s / rc->cycles_per_s);
+    if (rc->handoffs_per_s > 0) add(handoffs, r.wait, c->handoffs_per_s / rc->handoffs_per_s);
+  }
+  auto list = [](const auto& groups) {
+    std::string out;
+    for (auto& [k, vs] : groups) out += (out.empty() ? "" : ", ") + k + " " + span(vs);
+    return out;
+  };
+  std::string out = "\nagainst redis-py's Lock (" + ref.version + ") in this run:\n  uncontended cycle rate, by ownership: " +
+                    list(rate) + "\n";
+  if (rc)
+    out += "  at " + std::to_string(rc->workers) + " workers, by wait policy: cycles/s " + list(cycles) +
+           "; hand-offs/s " + list(handoffs) + "\n";
+  return out;
+}
+
 }  // namespace
 
-std::string table(const environment& env, const std::vector<combination_result>& rows,
+std::string table(const environment& env, const std::vector<combination_result>& rows, const reference_result& ref,
                   const std::vector<fault_result>& faults) {
   const double ping = env.ping.p50_us;
   std::string out = "PING round trip (p50): " + fmt("%.1f", ping) + " us on Redis " + env.redis_version + " (" +
@@ -95,31 +158,20 @@ std::string table(const environment& env, const std::vector<combination_result>&
     name_w = std::max(name_w, r.name.size());
     rep_w = std::max(rep_w, r.reproduces.size());
   }
+  name_w = std::max(name_w, ref.row.name.size());
+  rep_w = std::max(rep_w, ref.row.reproduces.size());
   out += padded("combination", name_w) + "  " + padded("reproduces", rep_w) +
-         "  cycle p50/PING  p99/PING |  W  cycles/s  hand-off p50/PING  cmds/acq  most-fewest | overlaps  lost\n";
-  for (auto& r : rows) {
-    out += padded(r.name, name_w) + "  " + padded(r.reproduces, rep_w) + "  " +
-           fmt("%14.2f", r.uncontended.p50_us / local_ping(r, ping)) +
-           fmt("  %8.2f", r.uncontended.p99_us / local_ping(r, ping));
-    if (auto* c = shown(r)) {
-      std::size_t overlaps = 0;
-      long long lost = 0;
-      for (auto& each : r.contention) {  // the safety columns count every run
-        overlaps += each.overlaps;
-        lost += each.lost_updates;
-      }
-      out += " | " + fmt("%2.0f", c->workers) + fmt("  %8.0f", c->cycles_per_s) +
-             (c->handoff.samples ? fmt("  %17.2f", c->handoff.p50_us / ping) : std::string(19, ' ').replace(18, 1, "-")) + fmt("  %8.1f", c->commands_per_acquisition) + "  " +
-             padded(std::to_string(c->most) + "-" + std::to_string(c->fewest), 11) + " | " +
-             fmt("%8.0f", static_cast<double>(overlaps)) + fmt("  %4.0f", static_cast<double>(lost));
-    }
-    out += "\n";
-  }
+         "  cycle p50/PING  p99/PING |  W  cycles/s  hand-offs/s  hand-off p50/PING  cmds/acq  most-fewest | overlaps  lost\n";
+  for (auto& r : rows) out += row_line(r, name_w, rep_w, ping);
+  if (ref.skipped.empty()) out += row_line(ref.row, name_w, rep_w, ping);
+  out += against(rows, ref, ping);
   out += "\ncycle: one uncontended acquire + release, in PINGs interleaved with the cycles; the other ratios\n"
          "are in the PING above, measured at the start. W workers over two processes run the inventory's\n"
-         "GET + SET under the lock; hand-off: a release's reply to another worker's acquire reply; cmds/acq:\n"
-         "commands the server ran per acquisition besides the GET and SET (a script's own commands count);\n"
-         "overlaps and lost updates: over every W.\n";
+         "GET + SET under the lock; hand-offs/s: acquisitions by a worker other than the previous holder;\n"
+         "hand-off: a release's reply to another worker's acquire reply; cmds/acq: commands the server ran\n"
+         "per acquisition besides the GET and SET (a script's own commands count); overlaps and lost\n"
+         "updates: over every W. redis-py/Lock: redis-py's Lock (30 s timeout, its default 0.1 s sleep\n"
+         "between tries) through the same phases, from Python threads.\n";
   if (faults.empty()) return out;
   double lease = 0;
   for (auto& f : faults) lease = std::max(lease, f.lease_ms);
@@ -141,9 +193,19 @@ std::string table(const environment& env, const std::vector<combination_result>&
   return out;
 }
 
-std::string json(const environment& env, const std::vector<combination_result>& rows,
+std::string json(const environment& env, const std::vector<combination_result>& rows, const reference_result& ref,
                  const std::vector<fault_result>& faults) {
   const double ping = env.ping.p50_us;
+  auto row_json = [&](const combination_result& r) {
+    std::string out = "{\"name\": " + quoted(r.name) + ", \"ownership\": " + quoted(r.ownership) +
+                      ", \"renewal\": " + quoted(r.renewal) + ", \"wait\": " + quoted(r.wait) +
+                      ", \"reproduces\": " + quoted(r.reproduces) + ",\n     \"uncontended\": " +
+                      latency_json(r.uncontended, local_ping(r, ping)) + ",\n     \"ping\": " + latency_json(r.ping, 0) +
+                      ",\n     \"contention\": [";
+    for (std::size_t k = 0; k < r.contention.size(); ++k)
+      out += (k ? ",\n       " : "\n       ") + contention_json(r.contention[k], ping);
+    return out + "]";
+  };
   std::string out = "{\n  \"environment\": {\n";
   out += "    \"redis_version\": " + quoted(env.redis_version) + ",\n";
   out += "    \"redis\": " + quoted(env.redis_target) + ",\n";
@@ -153,19 +215,14 @@ std::string json(const environment& env, const std::vector<combination_result>& 
   out += "    \"dlock_version\": " + quoted(env.dlock_version) + ",\n";
   out += "    \"git_commit\": " + quoted(env.git_commit) + ",\n";
   out += "    \"depth\": " + quoted(env.depth) + "\n  },\n  \"combinations\": [";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    auto& r = rows[i];
-    out += i ? ",\n" : "\n";
-    out += "    {\"name\": " + quoted(r.name) + ", \"ownership\": " + quoted(r.ownership) +
-           ", \"renewal\": " + quoted(r.renewal) + ", \"wait\": " + quoted(r.wait) +
-           ", \"reproduces\": " + quoted(r.reproduces) + ",\n     \"uncontended\": " +
-           latency_json(r.uncontended, local_ping(r, ping)) + ",\n     \"ping\": " + latency_json(r.ping, 0) +
-           ",\n     \"contention\": [";
-    for (std::size_t k = 0; k < r.contention.size(); ++k)
-      out += (k ? ",\n       " : "\n       ") + contention_json(r.contention[k], ping);
-    out += "]}";
-  }
-  out += "\n  ],\n  \"faults\": [";
+  for (std::size_t i = 0; i < rows.size(); ++i) out += (i ? ",\n    " : "\n    ") + row_json(rows[i]) + "}";
+  // The reference: its figures, or why there are none.
+  out += "\n  ],\n  \"reference\": ";
+  if (ref.skipped.empty())
+    out += row_json(ref.row) + ",\n     \"library\": \"redis-py\", \"version\": " + quoted(ref.version) + "}";
+  else
+    out += "{\"library\": \"redis-py\", \"skipped\": " + quoted(ref.skipped) + "}";
+  out += ",\n  \"faults\": [";
   for (std::size_t i = 0; i < faults.size(); ++i) {
     auto& f = faults[i];
     out += i ? ",\n" : "\n";

@@ -26,6 +26,10 @@ struct contention_result {
   double seconds = 0;
   std::size_t cycles = 0;
   double cycles_per_s = 0;
+  /// Acquisitions by a worker other than the previous holder, per second:
+  /// the throughput that reaches the waiters, where cycles/s also counts a
+  /// releasing worker taking the lock straight back.
+  double handoffs_per_s = 0;
   /// From a release's reply to the next holder's acquire reply, when the
   /// next holder is another worker (0 when its acquire was answered first;
   /// no samples when one worker kept taking the lock back).
@@ -67,6 +71,14 @@ struct combination_result {
   std::vector<contention_result> contention;
 };
 
+/// redis-py's Lock (Debian's python3-redis), run through the uncontended
+/// and contention phases in the same run (compare/redis_py_lock.py).
+struct reference_result {
+  std::string version;  ///< redis-py's version
+  std::string skipped;  ///< why it was not measured; empty when it was
+  combination_result row;
+};
+
 /// Where and how the run happened.
 struct environment {
   std::string redis_version;
@@ -77,13 +89,14 @@ struct environment {
 };
 
 /// The table for stdout: one row per combination, times as ratios of the
-/// PING round trip; then the fault stories, one row per pair.
+/// PING round trip, then the reference's row and dlock's figures against
+/// it; then the fault stories, one row per pair.
 std::string table(const environment& env, const std::vector<combination_result>& rows,
-                  const std::vector<fault_result>& faults);
+                  const reference_result& ref, const std::vector<fault_result>& faults);
 
-/// The whole run as JSON (an object with "environment", "combinations" and
-/// "faults").
+/// The whole run as JSON (an object with "environment", "combinations",
+/// "reference" and "faults").
 std::string json(const environment& env, const std::vector<combination_result>& rows,
-                 const std::vector<fault_result>& faults);
+                 const reference_result& ref, const std::vector<fault_result>& faults);
 
 }  // namespace dlock::compare
