@@ -186,6 +186,8 @@ def main():
     check_shared_server(exe, out + "-shared")
     one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
     one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")
+    one_line_failure(exe, ["--seconds", "0"], 2, "--seconds needs a number of seconds")
+    one_line_failure(exe, ["--seconds", "1x"], 2, "--seconds needs a number of seconds")
     one_line_failure(exe, ["--redis", "redis://127.0.0.1:1", "--filter", "token/fixed/spin"], 1, "dlock-compare:")
     one_line_failure(exe, ["--redis", "http://x"], 1, "--redis")
     print(f"check_compare: {len(got)} combinations, PING p50 {env['ping']['p50_us']:.1f} us")

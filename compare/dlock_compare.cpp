@@ -203,6 +203,7 @@ int run(const options& o) {
   const std::string prefix = "dlock-compare:" + dlock::detail::random_hex(6) + ":";
 
   auto n = counts_for(o.how);
+  if (o.seconds > 0) n.contention = std::chrono::milliseconds(static_cast<long long>(o.seconds * 1000 + 0.5));
   environment env;
   env.redis_version = info_field(redis, "server", "redis_version");
   env.redis_target = target;

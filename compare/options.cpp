@@ -1,9 +1,12 @@
 #include "options.hpp"
 
+#include <charconv>
+
 namespace dlock::compare {
 
 std::string usage() {
-  return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--out DIR] [--list]\n"
+  return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--seconds S]\n"
+         "                     [--out DIR] [--list]\n"
          "\n"
          "Compares every lock combination dlock compiles, on one Redis, and writes\n"
          "a table to stdout and every figure to DIR/compare.json.\n"
@@ -15,6 +18,8 @@ std::string usage() {
          "                    ('*' matches anything: 'hash/*/pubsub')\n"
          "  --quick           short measurements (the whole run in under a minute)\n"
          "  --thorough        long measurements\n"
+         "  --seconds S       each contention run lasts S seconds (0.1 to 600;\n"
+         "                    default 1, 0.25 with --quick, 3 with --thorough)\n"
          "  --out DIR         where compare.json goes (default: compare-out)\n"
          "  --list            print the combinations and exit\n";
 }
@@ -37,6 +42,14 @@ std::optional<options> parse_options(const std::vector<std::string_view>& args, 
       if (!value(o.filter)) return std::nullopt;
     } else if (a == "--out") {
       if (!value(o.out_dir)) return std::nullopt;
+    } else if (a == "--seconds") {
+      std::string text;
+      if (!value(text)) return std::nullopt;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), o.seconds);
+      if (ec != std::errc() || end != text.data() + text.size() || !(o.seconds >= 0.1 && o.seconds <= 600)) {
+        why = "--seconds needs a number of seconds from 0.1 to 600, not '" + text + "'";
+        return std::nullopt;
+      }
     } else if (a == "--quick" || a == "--thorough") {
       auto wanted = a == "--quick" ? depth::quick : depth::thorough;
       if (o.how != depth::normal && o.how != wanted) {

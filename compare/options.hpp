@@ -16,6 +16,7 @@ struct options {
   std::string filter;      ///< substring of combination names; empty: all
   std::string out_dir = "compare-out";
   depth how = depth::normal;
+  double seconds = 0;      ///< each contention run's length; 0: the depth's
   bool list = false;
   bool help = false;
 };

@@ -41,7 +41,7 @@ WAIT_TITLES = {
     "handoff": "FIFO hand-off",
 }
 REFERENCE = "redis-py Lock (reference)"
-REFERENCE_COLOR = "#777777"
+REFERENCE_COLOR = "#222222"  # near black, hatched bars: apart from the pairs' colors
 
 
 def reference_of(data):
@@ -59,8 +59,11 @@ def pairs_of(combos):
         p = f"{c['ownership']}/{c['renewal']}"
         if p not in pairs:
             pairs.append(p)
-    cmap = plt.get_cmap("tab10")
-    return {p: (cmap(i % 10), MARKERS[i % len(MARKERS)]) for i, p in enumerate(pairs)}
+    # tab20's strong colors first (tab10's), then its light ones; the marker
+    # shifts at each round so that no two pairs look alike.
+    cmap = plt.get_cmap("tab20")
+    return {p: (cmap((2 * i) % 20 + (i // 10) % 2), MARKERS[(i + i // 10) % len(MARKERS)])
+            for i, p in enumerate(pairs)}
 
 
 def footer(fig, env):
@@ -83,7 +86,8 @@ def plot_uncontended(data, style, path):
         color = REFERENCE_COLOR if c is ref else style[f"{c['ownership']}/{c['renewal']}"][0]
         u = c["uncontended"]
         # In the PINGs interleaved with the cycles (the run's PING for older files).
-        ax.barh(yi, u.get("p50_ping", u["p50_us"] / ping), color=color, height=0.7)
+        ax.barh(yi, u.get("p50_ping", u["p50_us"] / ping), color=color, height=0.7,
+                hatch="///" if c is ref else None, edgecolor="white" if c is ref else None)
         ax.plot([u.get("p99_ping", u["p99_us"] / ping)], [yi], marker="|", markersize=9, color="#333333")
     ax.axvline(2.0, color="#888888", linestyle="--", linewidth=1)
     ax.text(2.0, -0.6, " two round trips", color="#555555", fontsize=7, va="bottom")
