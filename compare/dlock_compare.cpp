@@ -1,6 +1,7 @@
 // dlock-compare: every lock combination of the compile-time list, measured
 // on one Redis (a private redis-server unless --redis is given), as a table
 // on stdout and every figure in DIR/compare.json.
+#include <algorithm>
 #include <cstdio>
 #include <chrono>
 #include <cstdint>
@@ -218,7 +219,10 @@ int run(const options& o) {
   // This program, run again as --worker and --hold child processes.
   const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
   auto names = selected(o);
-  reference_plan plan{url, prefix, n.cycles, n.ping / 10, n.workers, {n.contention, n.start_delay}, env.ping.p50_us};
+  // Python takes longer to start than this program (its interpreter, then
+  // redis-py): its workers get a longer head start.
+  const auto python_start = std::max(n.start_delay, std::chrono::milliseconds(2000));
+  reference_plan plan{url, prefix, n.cycles, n.ping / 10, n.workers, {n.contention, python_start}, env.ping.p50_us};
   progress bar(names.size() * (1 + n.workers.size()) + reference_steps(plan));
   std::size_t i = 0;
   // First the reference, redis-py's Lock: a reader sees at once whether it runs.

@@ -64,6 +64,8 @@ def worker(url, lock_name, counter, ident, threads, start_ns, duration_ns):
             left = start_ns - time.monotonic_ns()
             if left > 0:
                 time.sleep(left / 1e9)
+            else:  # the run began without it: say so rather than count too few
+                out.append(f"error {me} started {-left / 1e6:.0f} ms after the run began")
             while True:
                 left = end_ns - time.monotonic_ns()
                 if left <= 0 or not lock.acquire(blocking_timeout=left / 1e9):

@@ -297,9 +297,15 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 //   whether that try joins the line if it fails;
 // - `granted(rec)`: after a wait, whether the lock was handed to this
 //   waiter (then the host completes the acquire without a command);
-// - `done()`: the acquire is over.
+// - `done()`: the acquire is over;
+// - `poker()`: a function that wakes the waiter to try again, callable from
+//   any thread (the batched refresh calls it when it finds the lock granted
+//   or the entry gone).
 // A queueing ownership gives `leave(backend, rec)`: leaves the line, and
-// answers true when a grant came first (the lock is then held).
+// answers true when a grant came first (the lock is then held); and
+// `refresh_call(name, waiters)`: one script that refreshes the entries of
+// several waiters of one lock (detail::queue_refresher batches them; the
+// waiter sets `rec.queue.refresh`, how often).
 
 namespace detail {
 

@@ -24,8 +24,10 @@
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
+#include <dlock/detail/on_exit.hpp>
 #include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/policy_checks.hpp>
+#include <dlock/detail/queue_refresher.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/run_here.hpp>
 #include <dlock/detail/sleep.hpp>

@@ -3,6 +3,7 @@
 // a lost grant message, and what an uncontended acquire costs.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -270,4 +271,118 @@ TEST_CASE("hand-off: an uncontended acquire is one script call, a contended one 
   double per = double(command_calls(redis.server, "evalsha") - eval1) / (2 * rounds);
   WARN("script calls per contended acquisition: " << per);
   CHECK(per <= 3.0);
+}
+
+TEST_CASE("hand-off: the entries of one backend's waiters are refreshed together, one script per period",
+          "[lock][queue]") {
+  dlock::test::private_redis redis;
+  auto waiters_backend = redis.another_backend();
+  const std::string name = "batched";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  // Six waiters in one backend, entries of 150 ms: refreshed every 50 ms.
+  const int n = 6;
+  std::vector<std::unique_ptr<QueueLock>> locks;
+  for (int i = 0; i < n; ++i)
+    locks.push_back(std::make_unique<QueueLock>(waiters_backend, name, o::Queue{}, r::FixedLease{scaled(30s)},
+                                                w::HandOff{scaled(150ms)}));
+  std::atomic<int> got{0};
+  std::vector<std::thread> threads;
+  for (auto& l : locks)
+    threads.emplace_back([&, lock = l.get()] {
+      if (lock->try_lock_for(scaled(20s))) {
+        ++got;
+        lock->unlock();
+      }
+    });
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == n; }, scaled(10s)));
+  auto& refresher = waiters_backend.use_service<dlock::detail::queue_refresher<dlock::RedisBackend, o::Queue>>();
+  auto calls0 = command_calls(redis.server, "evalsha");
+  auto batches0 = refresher.batches_sent(), refreshes0 = refresher.refreshes_sent();
+  const auto window = scaled(1s);
+  std::this_thread::sleep_for(window);
+  auto calls = command_calls(redis.server, "evalsha") - calls0;
+  auto batches = refresher.batches_sent() - batches0, refreshes = refresher.refreshes_sent() - refreshes0;
+  const long long periods = window / scaled(50ms);
+  WARN("in " << periods << " refresh periods: " << calls << " script calls, " << batches << " batches of "
+             << refreshes << " refreshes");
+  // About one script per period for all six (each waiter refreshing its
+  // own entry would be six); a waiter's own tries add a few.
+  CHECK(static_cast<long long>(batches) >= periods / 2);
+  CHECK(refreshes >= static_cast<std::size_t>(n) * batches - static_cast<std::size_t>(n));
+  CHECK(calls <= 2 * periods);
+  // Every entry is alive: its expiry, in server time, is ahead.
+  auto t = redis.backend.command(dlock::redis::request().push("TIME"));
+  long long now_ms = std::stoll(t.elements[0].str) * 1000 + std::stoll(t.elements[1].str) / 1000;
+  auto entries = redis.backend.command(dlock::redis::request().push("HGETALL", o::Queue::entries_key(name)));
+  REQUIRE(entries.elements.size() == 2 * n);
+  for (std::size_t i = 1; i < entries.elements.size(); i += 2)
+    CHECK(std::stoll(entries.elements[i].str.substr(0, entries.elements[i].str.find(':'))) > now_ms);
+  holder.unlock();
+  for (auto& th : threads) th.join();
+  CHECK(got == n);
+  CHECK(refresher.size() == 0);
+}
+
+TEST_CASE("hand-off: a grant's lease counts from the last batched refresh, not from when the waiter queued",
+          "[lock][queue]") {
+  dlock::test::private_redis redis;
+  auto other = redis.another_backend();
+  const std::string name = "since";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  // An 800 ms lease and 300 ms entries: refreshed every 100 ms.
+  QueueLock waiter(other, name, {}, r::FixedLease{scaled(800ms)}, w::HandOff{scaled(300ms)});
+  holder.lock();
+  std::chrono::milliseconds left{-1};
+  std::thread t([&] {
+    if (auto hold = waiter.try_acquire_for(scaled(20s))) left = hold->remaining_lease();
+  });
+  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  // Wait far longer than the lease, with only the batched refreshes running.
+  std::this_thread::sleep_for(scaled(2s));
+  holder.unlock();
+  t.join();
+  WARN("lease left right after the grant: " << left.count() << " ms of " << scaled(800ms).count());
+  CHECK(left > scaled(400ms));
+}
+
+TEST_CASE("hand-off: the batched refresh keeps a waiter whose entry just lapsed, and writes nothing on a bad ttl",
+          "[lock][queue]") {
+  dlock::test::private_redis redis;
+  const std::string name = "refresh-script";
+  auto run = [&](std::vector<std::pair<std::string, std::chrono::milliseconds>> waiters, std::error_code& ec) {
+    auto call = o::Queue::refresh_call(name, waiters);
+    return redis.backend.eval(*call.script, call.keys, call.args, ec);
+  };
+  auto cmd = [&](auto... parts) { return redis.backend.command(dlock::redis::request().push(parts...)); };
+  // "a" waits in the line, alive; the lock is free (its holder's lease ran
+  // out).
+  const std::string alive = "99999999999999:5000:listener";
+  cmd("ZADD", o::Queue::queue_key(name), 1, "a");
+  cmd("HSET", o::Queue::entries_key(name), "a", alive);
+  std::error_code ec;
+  // A bad ttl for another waiter: an error, and nothing written (the free
+  // lock is not handed on, "a"'s entry not refreshed).
+  (void)run({{"a", 3000ms}, {"b", 0ms}}, ec);
+  CHECK(ec);
+  CHECK_FALSE(exists(redis.backend, name));
+  CHECK(cmd("HGET", o::Queue::entries_key(name), "a").str == alive);
+  // Now its entry lapsed a moment ago (expiry 1 ms after the epoch).
+  // Refreshed before the hand-on, "a" is alive when the free lock is handed
+  // on: it is granted (-1), not dropped as dead.
+  cmd("HSET", o::Queue::entries_key(name), "a", "1:5000:listener");
+  ec.clear();
+  auto v = run({{"a", 3000ms}}, ec);
+  REQUIRE_FALSE(ec);
+  REQUIRE(v.elements.size() == 1);
+  CHECK(v.elements[0].integer == -1);
+  CHECK(cmd("GET", name).str == "a");
+  CHECK(cmd("PTTL", name).integer > 4000);  // its entry's lease: 5000 ms
+  // A waiter not in the line gets 0, and a waiter in it its place.
+  cmd("ZADD", o::Queue::queue_key(name), 7, "c");
+  cmd("HSET", o::Queue::entries_key(name), "c", "1:5000:listener");
+  v = run({{"c", 3000ms}, {"gone", 3000ms}}, ec);
+  REQUIRE(v.elements.size() == 2);
+  CHECK(v.elements[0].integer == 7);
+  CHECK(v.elements[1].integer == 0);
 }

@@ -3,6 +3,7 @@
 // it is lost.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -47,7 +48,27 @@ struct hold_record {
     /// The arrival number of its stay in the line, from the last "queued"
     /// reply: a grant message counts only if it names this place (0: none).
     std::int64_t place = 0;
+    /// How often the entry is refreshed while it waits (set by the waiter;
+    /// the refreshes are batched per backend: detail::queue_refresher).
+    std::chrono::milliseconds refresh{0};
   } queue;
+
+  /// A batched refresh, sent at `sent`, found this hold's token waiting in
+  /// the line: a grant to it came later. Thread-safe (the refresher runs on
+  /// the backend's I/O thread); never moves the bound back.
+  void note_queued(steady::time_point sent) noexcept {
+    auto t = sent.time_since_epoch().count();
+    auto known = queued_ns_.load(std::memory_order_relaxed);
+    while (t > known && !queued_ns_.compare_exchange_weak(known, t, std::memory_order_release)) {
+    }
+  }
+
+  /// No grant to this hold can have happened before this moment: the later
+  /// of `queue.since` (its own tries) and the last note_queued().
+  steady::time_point queue_since() const noexcept {
+    auto noted = queued_ns_.load(std::memory_order_acquire);
+    return std::max(queue.since, steady::time_point(steady::duration(noted)));
+  }
 
   /// Records that a command which set the lease to `lease`, sent at `sent`,
   /// was confirmed by the server: the key cannot expire before sent + lease
@@ -152,6 +173,7 @@ struct hold_record {
 
   std::atomic<std::int64_t> valid_until_ns_{INT64_MAX};  // steady_clock ns (written under m_)
   std::atomic<bool> lost_{false};
+  std::atomic<std::int64_t> queued_ns_{INT64_MIN};  // steady_clock ns: see note_queued
   std::mutex m_;
   std::vector<std::function<void()>> on_lost_;
   std::stop_source stop_;

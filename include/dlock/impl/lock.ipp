@@ -96,8 +96,21 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   std::shared_ptr<detail::hold_record> fresh;  // ours if we win a free lock
   bool prepared = false;
 
+  // While `fresh` waits in a queueing ownership's line, the backend's
+  // batched refresher keeps its entry alive; it stops when the wait ends,
+  // however it ends (the guard below runs before `fresh` goes).
+  bool refreshing = false;
+  auto stop_refreshing = [&] {
+    if constexpr (hand_off && detail::queues<OwnershipT>()) {
+      if (std::exchange(refreshing, false))
+        backend_.template use_service<detail::queue_refresher<BackendT, OwnershipT>>().remove(fresh.get());
+    }
+  };
+  detail::on_exit refresher_guard{stop_refreshing};
+
   // The lock is ours: count the hold, start its renewal.
   auto take = [&](const std::shared_ptr<detail::hold_record>& rec) {
+    stop_refreshing();
     if constexpr (hand_off) waiter.done();
     bool first = false;
     {
@@ -142,7 +155,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         // A grant needs no try: the release already made us the owner.
         handed = waiter.granted(*rec);
         if (handed) {
-          rec->confirm(rec->queue.since);
+          rec->confirm(rec->queue_since());
           at = attempt{true, std::nullopt};
         } else {
           co_await waiter.before_try(*rec, deadline);
@@ -155,6 +168,14 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
           break;
         }
         at = won;
+        if constexpr (hand_off && detail::queues<OwnershipT>()) {
+          // Queued: from now on its entry is refreshed with the backend's
+          // other waiters' (a try refreshes it too, and restarts the period).
+          if (!at.acquired && rec == fresh && rec->queue.joined && rec->queue.place != 0) {
+            backend_.template use_service<detail::queue_refresher<BackendT, OwnershipT>>().add(fresh, waiter.poker());
+            refreshing = true;
+          }
+        }
       }
       if (at.acquired) {
         if constexpr (detail::queues<OwnershipT>()) rec->queue = {};
@@ -270,7 +291,7 @@ asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, Renew
     // A queued waiter may have been granted before this try: its lease
     // began after `since`, which is earlier than `sent`.
     if constexpr (detail::queues<OwnershipT>())
-      if (rec.queue.joined) sent = std::min(sent, rec.queue.since);
+      if (rec.queue.joined) sent = std::min(sent, rec.queue_since());
     if (won) rec.confirm(sent);
     co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
   }

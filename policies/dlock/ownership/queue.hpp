@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <dlock/concepts.hpp>
@@ -181,6 +182,65 @@ return 0
     return s;
   }
 
+  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] arrival counter;
+  // ARGV[1] channel, then for each waiter of one backend its token and its
+  // entry's ttl ms. Refreshes each waiter's entry that is still in the
+  // line, then hands a free lock on (its holder's lease ran out). For each
+  // waiter: its place (still waiting, entry refreshed), -1 (it holds the
+  // lock: granted, its message may be lost) or 0 (not in the line).
+  static const redis::script& refresh_script() {
+    static const redis::script s(prelude(1) + R"lua(
+local longest = 0
+for i = 3, #ARGV, 2 do  -- every ttl checked before anything is written
+  local ttl = tonumber(ARGV[i])
+  if not ttl or ttl < 1 or ttl > 1e12 or ttl % 1 ~= 0 then
+    return redis.error_reply('ERR dlock: entry ttl out of range')
+  end
+  longest = math.max(longest, ttl)
+end
+-- Refresh first, so that a waiter whose entry was about to lapse is not
+-- dropped by the hand-on below.
+local places, refreshed = {}, false
+for i = 2, #ARGV, 2 do
+  local who = ARGV[i]
+  local place = redis.call('ZSCORE', KEYS[2], who)
+  local entry = place and redis.call('HGET', KEYS[3], who)
+  local rest = entry and string.match(entry, '^%d+:(.*)$')
+  if rest then
+    redis.call('HSET', KEYS[3], who, (now() + tonumber(ARGV[i + 1])) .. ':' .. rest)
+    places[who] = tonumber(place)
+    refreshed = true
+  end
+end
+local holder = redis.call('GET', KEYS[1])
+if not holder then holder = hand_on() end
+local out = {}
+for i = 2, #ARGV, 2 do
+  local who = ARGV[i]
+  if holder == who then out[#out + 1] = -1 else out[#out + 1] = places[who] or 0 end
+end
+if refreshed then
+  for i = 2, 4 do
+    if redis.call('PTTL', KEYS[i]) < 2 * longest then redis.call('PEXPIRE', KEYS[i], 2 * longest) end
+  end
+end
+return out
+)lua");
+    return s;
+  }
+
+  /// One batched refresh of the entries of `waiters` (token, entry ttl), all
+  /// in the line of lock `name` (detail::queue_refresher sends it).
+  static script_call refresh_call(const std::string& name,
+                                  const std::vector<std::pair<std::string, milliseconds>>& waiters) {
+    script_call call{&refresh_script(), {name, queue_key(name), entries_key(name), seq_key(name)}, {channel(name)}};
+    for (auto& [token, ttl] : waiters) {
+      call.args.push_back(token);
+      call.args.push_back(std::to_string(ttl.count()));
+    }
+    return call;
+  }
+
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, detail::hold_record& rec) const {
     auto sent = detail::steady::now();
@@ -243,15 +303,15 @@ return 0
     auto n = detail::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};
     rec.queue.joined = false;
-    if (*n == 1) rec.confirm(rec.queue.since);
+    if (*n == 1) rec.confirm(rec.queue_since());
     co_return std::pair{error_code{}, *n == 1};
   }
 
   /// A grant's lease, as far as this process can bound it: it began after
-  /// `rec.queue.since`, and (when a try saw the key) ends no earlier than
+  /// `rec.queue_since()`, and (when a try saw the key) ends no earlier than
   /// that try's send time plus the PTTL it read.
   static void confirm_grant(detail::hold_record& rec, detail::steady::time_point sent, milliseconds left) {
-    rec.confirm(rec.queue.since);
+    rec.confirm(rec.queue_since());
     if (left > milliseconds::zero() && left <= rec.lease) rec.confirm(sent + left - rec.lease);
   }
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -24,9 +25,12 @@ namespace dlock::wait {
 ///
 /// While it waits, the waiter's entry in the line lives `entry_ttl` (server
 /// time) and is refreshed every third of it (every quarter of the lease,
-/// when that is shorter: a grant's lease is counted from the last refresh),
-/// by a try that also notices a grant whose message was lost, or a lock
-/// left free by a dead holder. A waiter whose process dies drops out of the
+/// when that is shorter: a grant's lease is counted from the last refresh).
+/// The refreshes of all the waiters of one backend are batched
+/// (detail::queue_refresher: one script per lock per period, in one round
+/// trip), and a refresh also notices a grant whose message was lost, an
+/// entry that lapsed, or a lock left free by a dead holder; the waiter is
+/// then woken to try again. A waiter whose process dies drops out of the
 /// line within `entry_ttl`. A wait that times out or is cancelled leaves
 /// the line in the same script that checks for a grant, so a grant never
 /// goes to a waiter that left (a grant that came first is kept when the
@@ -84,6 +88,7 @@ struct HandOff {
       refresh_ = entry_ttl_ / 3;
       if (rec.lease > milliseconds::zero()) refresh_ = std::min(refresh_, std::max(rec.lease / 4, milliseconds(1)));
       rec.queue.entry_ttl = entry_ttl_;
+      rec.queue.refresh = refresh_;
       rec.queue.join = ticket_ && detail::steady::now() < deadline && ticket_->ready();
       joined_ = joined_ || rec.queue.join;
     }
@@ -98,9 +103,11 @@ struct HandOff {
 
     asio::awaitable<error_code> wait(std::optional<milliseconds> held_for, detail::steady::time_point deadline) {
       if (state_->granted || std::exchange(state_->check, false)) co_return error_code{};
-      // Wake to refresh the entry, or when the holder's lease could end (a
-      // dead holder's lock is handed on by the next try that sees it free).
-      auto until = std::min(deadline, detail::steady::now() + refresh_);
+      // Wake when the holder's lease could end (a dead holder's lock is
+      // handed on by the next try that sees it free); the entry's refreshes
+      // are the backend's batched ones, which wake this waiter if it must
+      // try (see poker()).
+      auto until = deadline;
       if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, detail::steady::now() + *held_for);
       state_->timer.expires_at(until);
       auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -122,6 +129,18 @@ struct HandOff {
 
     /// The acquire is over: no more grants for this token.
     void done() { ticket_.reset(); }
+
+    /// What wakes this waiter to try again from another thread (the
+    /// batched refresh, when it finds the lock granted or the entry gone).
+    /// It posts to this operation's executor, so it must not be called
+    /// once the operation is over (the refresher stops when the host
+    /// removes the waiter); a poke that arrives after the waiter is gone
+    /// does nothing.
+    std::function<void()> poker() const {
+      return [n = notify_] {
+        if (n) n(false, 0);
+      };
+    }
 
    private:
     struct signal {
@@ -153,6 +172,7 @@ struct HandOff {
           }
         });
       };
+      notify_ = notify;
       ticket_ = router().enter(channel_, token_, notify, linger_);
     }
 
@@ -161,6 +181,7 @@ struct HandOff {
     std::string channel_, token_;
     bool joined_ = false;  // a try that joins the line was sent
     std::shared_ptr<signal> state_;
+    std::function<void(bool, std::int64_t)> notify_;  // posts to this operation's executor
     std::unique_ptr<typename detail::grant_router<B>::ticket> ticket_;
   };
 };
