@@ -85,9 +85,7 @@ class queue_refresher {
     steady::time_point step() override {
       send_due();
       std::lock_guard g(m);
-      auto next = steady::time_point::max();
-      for (auto& [k, e] : entries) next = std::min(next, e.next_due);
-      return next;
+      return this->earliest_due();
     }
 
     // When an entry is due, sends every entry due within half its period:
@@ -96,9 +94,7 @@ class queue_refresher {
       std::lock_guard g(m);
       if (stopped) return;
       auto now = steady::now();
-      bool any_due = false;
-      for (auto& [key, e] : entries) any_due = any_due || e.next_due <= now;
-      if (!any_due) return;
+      if (!this->any_due(now)) return;
       std::map<std::string, std::vector<std::pair<std::string, milliseconds>>> waiters;  // by lock
       std::map<std::string, std::vector<sent_refresh>> whose;
       for (auto it = entries.begin(); it != entries.end();) {
@@ -148,7 +144,7 @@ class queue_refresher {
             if (it == entries.end()) continue;  // its wait ended meanwhile
             // The same address may belong to a newer waiter by now.
             const auto& sent_for = batch[c][i].record;
-            if (sent_for.owner_before(it->second.record) || it->second.record.owner_before(sent_for)) continue;
+            if (!same_owner(sent_for, it->second.record)) continue;
             auto rec = it->second.record.lock();
             if (!rec) {
               entries.erase(it);

@@ -78,9 +78,7 @@ class renewal_service {
     steady::time_point step() override {
       send_due();
       std::lock_guard g(m);
-      auto next = steady::time_point::max();
-      for (auto& [k, e] : entries) next = std::min(next, e.next_due);
-      return next;
+      return this->earliest_due();
     }
 
     // When at least one entry is due, sends one pipeline with every entry
@@ -91,9 +89,7 @@ class renewal_service {
       std::lock_guard g(m);
       if (stopped) return;
       auto now = steady::now();
-      bool any_due = false;
-      for (auto& [key, e] : entries) any_due = any_due || e.next_due <= now;
-      if (!any_due) return;
+      if (!this->any_due(now)) return;
       std::vector<sent_renewal> batch;
       std::vector<script_call> calls;
       for (auto it = entries.begin(); it != entries.end();) {
@@ -139,7 +135,7 @@ class renewal_service {
           // The same address may belong to a newer hold by now: the reply is
           // about the record it was sent for, or about nothing.
           const auto& sent_for = batch[i].record;
-          if (sent_for.owner_before(it->second.record) || it->second.record.owner_before(sent_for)) continue;
+          if (!same_owner(sent_for, it->second.record)) continue;
           auto rec = it->second.record.lock();
           if (!rec) {
             entries.erase(it);

@@ -3,6 +3,7 @@
 // step run whenever it is due.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -22,6 +23,13 @@
 namespace dlock::detail {
 
 namespace asio = boost::asio;
+
+/// Whether two weak pointers were made from the same shared_ptr (a reply
+/// is about the record it was sent for, not a newer one at its address).
+template <class T>
+bool same_owner(const std::weak_ptr<T>& a, const std::weak_ptr<T>& b) noexcept {
+  return !a.owner_before(b) && !b.owner_before(a);
+}
 
 /// Keeps one `Entry` per hold (under `m`) and runs `step()` on a strand of
 /// the backend's executor when started, when the time it last returned
@@ -86,6 +94,19 @@ class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
   mutable std::mutex m;
   bool stopped = false;                         // under m
   std::map<const hold_record*, Entry> entries;  // under m
+
+  // For entries that keep a `next_due` (call with `m` held): the earliest
+  // of them (max() when there is none), and whether one is due at `now`.
+  std::chrono::steady_clock::time_point earliest_due() const {
+    auto next = std::chrono::steady_clock::time_point::max();
+    for (auto& [k, e] : entries) next = std::min(next, e.next_due);
+    return next;
+  }
+  bool any_due(std::chrono::steady_clock::time_point now) const {
+    for (auto& [k, e] : entries)
+      if (e.next_due <= now) return true;
+    return false;
+  }
 
  private:
   static asio::awaitable<void> run(std::shared_ptr<timer_loop> self) {
