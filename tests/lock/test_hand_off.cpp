@@ -38,6 +38,20 @@ bool exists(dlock::RedisBackend& redis, const std::string& name) {
   return integer(redis.command(dlock::redis::request().push("EXISTS", name))) == 1;
 }
 
+// Whether `n` waiters are in the line of `name` within 10 s (scaled).
+bool line_reaches(dlock::RedisBackend& redis, const std::string& name, long long n) {
+  return dlock::test::wait_until([&] { return queued(redis, name) == n; }, scaled(10s));
+}
+
+// A thread that tries `lock` for 20 s (scaled), records whether it got it
+// in `got`, and releases it.
+std::thread try_and_release(QueueLock& lock, std::atomic<bool>& got) {
+  return std::thread([&lock, &got] {
+    got = lock.try_lock_for(scaled(20s));
+    if (got) lock.unlock();
+  });
+}
+
 
 }  // namespace
 
@@ -53,7 +67,7 @@ TEST_CASE("hand-off: 16 waiters in 16 processes get the lock in the order they q
                                                              std::to_string(i)}));
     REQUIRE(workers.back()->read_line() == "waiting");
     // The next one starts only when this one is in the line.
-    REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == i + 1; }, scaled(10s)));
+    REQUIRE(line_reaches(redis.backend, name, i + 1));
   }
   holder.unlock();
   for (auto& worker : workers) {
@@ -75,7 +89,7 @@ TEST_CASE("hand-off: a waiter killed while queued is skipped once its entry laps
   dlock::test::child_process dead(dlock::test::worker_path(),
                                   {"line", redis.server.url(), "queue/fixed/handoff", name, "0"});
   REQUIRE(dead.read_line() == "waiting");
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  REQUIRE(line_reaches(redis.backend, name, 1));
   dead.kill();
   dead.wait();
   // Its entry lives entry_ttl (3 s by default) past its last refresh.
@@ -87,7 +101,7 @@ TEST_CASE("hand-off: a waiter killed while queued is skipped once its entry laps
     REQUIRE(waiter.try_lock_for(scaled(10s)));
     waiter.unlock();
   });
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 2; }, scaled(10s)));
+  REQUIRE(line_reaches(redis.backend, name, 2));
   auto t0 = std::chrono::steady_clock::now();
   holder.unlock();
   t.join();
@@ -103,15 +117,12 @@ TEST_CASE("hand-off: a grant to a waiter killed right after it passes on when it
   // The first waiter holds its grant with the worker's 1 s lease, and dies.
   dlock::test::child_process first(dlock::test::worker_path(),
                                    {"hold", redis.server.url(), "queue/fixed/handoff", name, "1000"});
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  REQUIRE(line_reaches(redis.backend, name, 1));
   auto other = redis.another_backend();
   QueueLock second(other, name, {}, r::FixedLease{scaled(30s)});
   std::atomic<bool> got{false};
-  std::thread t([&] {
-    got = second.try_lock_for(scaled(20s));
-    if (got) second.unlock();
-  });
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 2; }, scaled(10s)));
+  auto t = try_and_release(second, got);
+  REQUIRE(line_reaches(redis.backend, name, 2));
   holder.unlock();
   REQUIRE(first.read_line() == "acquired");
   first.kill();
@@ -119,8 +130,9 @@ TEST_CASE("hand-off: a grant to a waiter killed right after it passes on when it
   auto t0 = std::chrono::steady_clock::now();
   t.join();
   REQUIRE(got);
-  // The dead holder's 1 s lease ran out, and the second waiter's next
-  // refresh (a third of its 3 s entry ttl) found the lock free.
+  // The dead holder's 1 s lease ran out, and the second waiter's backend's
+  // next refresh (or its own try when the lease could end) found the lock
+  // free and handed it on.
   CHECK(std::chrono::steady_clock::now() - t0 < scaled(5s));
 }
 
@@ -167,11 +179,8 @@ TEST_CASE("hand-off: a grant message lost to a subscriber reconnect is recovered
   QueueLock waiter(other, name, {}, r::FixedLease{scaled(30s)}, w::HandOff{scaled(3s)});
   holder.lock();
   std::atomic<bool> got{false};
-  std::thread t([&] {
-    got = waiter.try_lock_for(scaled(20s));
-    if (got) waiter.unlock();
-  });
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  auto t = try_and_release(waiter, got);
+  REQUIRE(line_reaches(redis.backend, name, 1));
   // Drop every subscriber connection, then release at once: the grant is
   // published while the waiter's subscriber is down.
   redis.backend.command(dlock::redis::request().push("CLIENT", "KILL", "TYPE", "pubsub"));
@@ -188,11 +197,8 @@ TEST_CASE("hand-off: a grant message that does not name the waiter's current pla
   QueueLock waiter(other, name, {}, r::FixedLease{scaled(30s)});
   holder.lock();
   std::atomic<bool> got{false};
-  std::thread t([&] {
-    got = waiter.try_lock_for(scaled(20s));
-    if (got) waiter.unlock();
-  });
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  auto t = try_and_release(waiter, got);
+  REQUIRE(line_reaches(redis.backend, name, 1));
   auto line = redis.backend.command(
       dlock::redis::request().push("ZRANGE", o::Queue::queue_key(name), 0, -1, "WITHSCORES"));
   REQUIRE(line.elements.size() == 2);
@@ -225,7 +231,7 @@ TEST_CASE("hand-off: a waiter that cannot leave the line releases a grant that c
       waiter_error = e.code();
     }
   });
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  REQUIRE(line_reaches(redis.backend, name, 1));
   // The waiter's connections go silent: its last try and its leave time out.
   proxy.stall();
   std::this_thread::sleep_for(scaled(300ms));
@@ -295,7 +301,7 @@ TEST_CASE("hand-off: the entries of one backend's waiters are refreshed together
         lock->unlock();
       }
     });
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == n; }, scaled(10s)));
+  REQUIRE(line_reaches(redis.backend, name, n));
   auto& refresher = waiters_backend.use_service<dlock::detail::queue_refresher<dlock::RedisBackend, o::Queue>>();
   auto calls0 = command_calls(redis.server, "evalsha");
   auto batches0 = refresher.batches_sent(), refreshes0 = refresher.refreshes_sent();
@@ -337,7 +343,7 @@ TEST_CASE("hand-off: a grant's lease counts from the last batched refresh, not f
   std::thread t([&] {
     if (auto hold = waiter.try_acquire_for(scaled(20s))) left = hold->remaining_lease();
   });
-  REQUIRE(dlock::test::wait_until([&] { return queued(redis.backend, name) == 1; }, scaled(10s)));
+  REQUIRE(line_reaches(redis.backend, name, 1));
   // Wait far longer than the lease, with only the batched refreshes running.
   std::this_thread::sleep_for(scaled(2s));
   holder.unlock();
