@@ -136,7 +136,13 @@ std::unique_ptr<redis::blocking_connection> RedisBackend::take_blocking() {
   if (!c) return std::make_unique<redis::blocking_connection>(commands_->settings());
   // The server may have closed it while it sat idle (a restart, its
   // `timeout`): find out now, not from a command that is then "unknown".
-  if (c->is_open()) c->check_idle();
+  // A connection back from a command less than idle_check_after ago is not
+  // checked: a lock's calls follow each other that closely in a busy loop,
+  // where a peek per call would be a system call per command for nothing
+  // (a server's `timeout` is at least a second, and a restart in that
+  // instant is reported as outcome_unknown, which the lock resolves).
+  if (c->is_open() && c->idle_for(std::chrono::steady_clock::now()) >= redis::blocking_connection::idle_check_after)
+    c->check_idle();
   return c;
 }
 

@@ -102,6 +102,7 @@ error_code blocking_connection::open() {
   }
   next_wait_ = milliseconds(0);
   retry_after_ = {};
+  last_used_ = clock::now();
   ++connects_;
   scripts_.clear();  // it may be a restarted server
   return {};
@@ -244,7 +245,9 @@ std::pair<error_code, response> blocking_connection::exec(const request& req) {
   if (auto ec = write_all(req.payload(), wrote_any)) return {ec, {}};
   response out;
   out.reserve(req.size());
-  if (auto ec = read_replies(req.size(), out, deadline)) return {ec, {}};
+  auto ec = read_replies(req.size(), out, deadline);
+  last_used_ = clock::now();
+  if (ec) return {ec, {}};
   return {error_code{}, std::move(out)};
 }
 

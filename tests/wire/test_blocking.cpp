@@ -187,7 +187,9 @@ TEST_CASE("a backend's blocking calls find a pooled connection the server closed
   CHECK(redis.backend.command(request().push("CLIENT", "ID")).integer == id);  // the same pooled connection
   redis.server.command({"CLIENT", "KILL", "ID", std::to_string(id)});
   // Without the idle check this PING would be written to a closed socket and
-  // reported as outcome_unknown.
+  // reported as outcome_unknown. (A connection back from a command less
+  // than idle_check_after ago is reused unchecked: make sure it sat idle.)
+  std::this_thread::sleep_for(dlock::redis::blocking_connection::idle_check_after * 5);
   CHECK(redis.backend.command(request().push("PING")).str == "PONG");
   CHECK(redis.backend.command(request().push("CLIENT", "ID")).integer != id);
 }

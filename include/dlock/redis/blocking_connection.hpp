@@ -69,6 +69,15 @@ class blocking_connection {
   /// non-blocking peek; call it before reusing a connection that sat idle.
   bool check_idle();
 
+  /// A pooled connection that sat idle at least this long is checked
+  /// (check_idle) before it is used again.
+  static constexpr std::chrono::milliseconds idle_check_after{1};
+
+  /// How long since its last command ended (or it connected), at `now`.
+  std::chrono::steady_clock::duration idle_for(std::chrono::steady_clock::time_point now) const noexcept {
+    return now - last_used_;
+  }
+
   bool is_open() const noexcept { return fd_ >= 0; }
   /// Successful connects so far.
   std::size_t connects() const noexcept { return connects_; }
@@ -92,6 +101,7 @@ class blocking_connection {
   std::string buffer_;  // bytes read and not yet parsed
   detail::script_cache scripts_;
   std::chrono::steady_clock::time_point retry_after_{};
+  std::chrono::steady_clock::time_point last_used_{};
   std::chrono::milliseconds next_wait_{0};
   std::chrono::milliseconds timeout_set_ = std::chrono::milliseconds::max();  // SO_RCVTIMEO; max: none
 };
