@@ -92,11 +92,11 @@ class Hold {
   /// Releases now. Throws std::system_error: lease_lost (the lock had
   /// expired or was taken: the protected work may have overlapped another
   /// holder's), outcome_unknown (the release was sent and not answered: the
-  /// hold stays releasable, and calling release() again reports what the
-  /// first attempt did; exactly once within the ownership's
-  /// `release_memory.window` for Token and ReentrantHash, while SetNx and
-  /// GetSetExpiry, having no owner check, send their DEL again), or a
-  /// connection error (not sent; still held, still releasable).
+  /// hold stays releasable, and calling release() again never acts twice:
+  /// Token resolves it from the key, ReentrantHash and Queue answer it from
+  /// a marker within their `release_memory.window`, while SetNx and the
+  /// expiry-value ownerships, having no owner check, send their DEL again),
+  /// or a connection error (not sent; still held, still releasable).
   void release() {
     std::error_code ec;
     release(ec);

@@ -407,6 +407,53 @@ TEST_CASE("a retried release never decrements a reentrant count twice", "[unknow
   CHECK(redis.server.command({"EXISTS", "twice"}) == "0");
 }
 
+TEST_CASE("a retried Token release is resolved from the key, with no marker left behind", "[unknown]") {
+  impatient_redis redis;
+  FixedToken lock(redis.backend, "once", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
+  lock.lock();  // load the script: a late NOSCRIPT would mean "did not run"
+  lock.unlock();
+  lock.lock();
+  stall_server(redis.server, scaled(impatient_redis::timeout * 3 / 2));
+  std::error_code ec;
+  lock.unlock(ec);
+  CHECK(ec == dlock::error::outcome_unknown);
+  CHECK(lock.held_by_this_thread() == 1);  // not known to be released
+  // The first attempt ran once the server was free.
+  REQUIRE(dlock::test::wait_until([&] { return redis.server.command({"EXISTS", "once"}) == "0"; }));
+  lock.unlock(ec);  // the retry finds the key gone, and the first attempt left well inside the lease
+  CHECK(!ec);
+  CHECK(lock.held_by_this_thread() == 0);
+  CHECK(redis.server.command({"DBSIZE"}) == "0");  // a release writes nothing: no marker key
+
+  // The same through a Hold: the retry is release() again.
+  auto hold = lock.acquire();
+  stall_server(redis.server, scaled(impatient_redis::timeout * 3 / 2));
+  hold.release(ec);
+  CHECK(ec == dlock::error::outcome_unknown);
+  REQUIRE(dlock::test::wait_until([&] { return redis.server.command({"EXISTS", "once"}) == "0"; }));
+  hold.release(ec);
+  CHECK(!ec);
+  CHECK(redis.server.command({"DBSIZE"}) == "0");
+}
+
+TEST_CASE("a retried Token release whose first attempt left after the lease reports lease_lost", "[unknown]") {
+  impatient_redis redis;
+  const auto lease = scaled(500ms);
+  FixedToken lock(redis.backend, "late", {}, r::FixedLease{lease}, w::Spin{10ms});
+  lock.lock();  // load the script
+  lock.unlock();
+  lock.lock();
+  std::this_thread::sleep_for(lease + scaled(100ms));  // the key has expired
+  stall_server(redis.server, scaled(impatient_redis::timeout * 3 / 2));
+  std::error_code ec;
+  lock.unlock(ec);
+  CHECK(ec == dlock::error::outcome_unknown);
+  std::this_thread::sleep_for(scaled(impatient_redis::timeout));  // the stall is over
+  lock.unlock(ec);  // the retry cannot credit the first attempt: it left outside the lease
+  CHECK(ec == dlock::error::lease_lost);
+  CHECK(lock.held_by_this_thread() == 0);
+}
+
 TEST_CASE("Redisson's wire format: hash field, channel and unlock message", "[wire-compat]") {
   private_redis redis;
   WatchdogHash lock(redis.backend, "orders:42");

@@ -44,6 +44,13 @@ struct Queue : Token {
   static constexpr bool needs_lease = true;
   static constexpr bool queues = true;
 
+  /// How long a release remembers its result for a retry (10 s). Unlike
+  /// Token's, a Queue release hands the lock on, so a retry is answered
+  /// from this marker rather than resolved from the key.
+  detail::release_memory release_memory;
+
+  std::error_code validate() const { return release_memory.validate(); }
+
   /// Where grants are published, followed by ":<listener>": each waiting
   /// backend (its client id is the listener) has a channel of its own, and
   /// the message is "<granted token>:<its place in the line>".

@@ -6,7 +6,6 @@
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
-#include <dlock/detail/release_memory.hpp>
 #include <dlock/detail/random.hpp>
 
 namespace dlock::ownership {
@@ -23,8 +22,21 @@ namespace dlock::ownership {
 ///
 /// Not reentrant: the same owner acquiring twice fails with already_held.
 /// A lost acquire reply is resolved by asking whether the key holds our
-/// token. A release retried after outcome_unknown is answered from a short
-/// lived marker key, so the retry reports what the first attempt did.
+/// token.
+///
+/// The release is redis-py's compare-and-delete and writes nothing else. A
+/// release retried after outcome_unknown (the same Hold, or the same
+/// thread's next unlock) cannot act twice: the token is fresh for each
+/// acquisition, so the script can only ever delete this hold's own key. The
+/// retry is resolved from the key: still ours, it deletes it (the first
+/// attempt did not run); gone or someone else's, either the first attempt
+/// deleted it or the lease ran out, which the retry cannot tell apart. It
+/// reports success if the first attempt was sent while the hold was still
+/// safe to trust (remaining() above zero: within the lease, less the loss
+/// margin), since the caller's critical section ended inside its lease
+/// either way; lease_lost if it was sent later or the hold was signalled
+/// lost. (ReentrantHash's counted release is not idempotent, so it keeps a
+/// marker key instead.)
 struct Token {
   static constexpr const char* policy_name = "token";
   static constexpr bool owner_checked = true;
@@ -32,10 +44,7 @@ struct Token {
   static constexpr bool reentrant = false;
   static constexpr bool needs_lease = false;
 
-  /// How long a release remembers its result for a retry (10 s).
-  detail::release_memory release_memory;
-
-  std::error_code validate() const { return release_memory.validate(); }
+  std::error_code validate() const { return {}; }
 
   /// Its release publishes nothing (no wait::PubSub with it).
   static std::string channel(std::string_view) { return {}; }
@@ -44,16 +53,15 @@ struct Token {
     return detail::random_hex(16);
   }
 
-  // KEYS[1] lock, KEYS[2] release marker; ARGV[1] token, ARGV[2] marker ttl.
-  // Returns 1 released, 0 the key is not ours (lost).
+  // KEYS[1] lock; ARGV[1] token. 1 released, 0 the key is not ours (gone,
+  // or another owner's): redis-py's release script.
   static const redis::script& release_script() {
-    static const redis::script s(detail::release_memory::remembered(R"lua(
-result = 0
+    static const redis::script s(R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  result = 1
+  return redis.call('DEL', KEYS[1])
 end
-)lua", 2, 2));
+return 0
+)lua");
     return s;
   }
 
@@ -93,10 +101,20 @@ return 0
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   detail::hold_record& rec) const {
-    std::vector<std::string> keys{rec.name, detail::release_memory::key(rec)};
-    std::vector<std::string> args{rec.owner, release_memory.ttl()};
+    // The first attempt of this release notes whether the hold was still
+    // safe to trust when it left; a retry reads a vanished key by it.
+    const bool retry = !rec.first_release_id.empty() && rec.first_release_id == rec.release_id;
+    if (!retry) {
+      rec.first_release_id = rec.release_id;
+      rec.first_release_in_lease = rec.remaining() > milliseconds::zero();
+    }
+    std::vector<std::string> keys{rec.name};
+    std::vector<std::string> args{rec.owner};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
-    co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
+    auto result = detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
+    if (retry && !result.first && result.second == release_outcome::lease_lost && rec.first_release_in_lease)
+      result.second = release_outcome::released;
+    co_return result;
   }
 
   /// After an acquire whose reply was lost: whether the key holds this
