@@ -93,37 +93,15 @@ void lock_unlock_blocking(benchmark::State& state) {
 }
 
 // The floor under an uncontended Token cycle: the commands a Token lock
-// sends, written on a plain blocking socket with nothing around them.
-// `with_marker` true: dlock's own (SET NX PX + PTTL in one pipeline, then
-// the release script that also keeps a marker for a retried release);
-// false: redis-py's Lock (SET NX PX, then a compare-and-delete script).
-void floor_token_cycle(benchmark::State& state, bool with_marker) {
-  dlock::bench::plain_socket socket(dlock::bench::server_target().url);
-  static const dlock::redis::script plain_release(R"lua(
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-)lua");
-  const auto& release = with_marker ? dlock::ownership::Token::release_script() : plain_release;
-  if (!socket.exchange(dlock::redis::request().push("SCRIPT", "LOAD", release.source()).payload(), 2)) {
-    state.SkipWithError("SCRIPT LOAD failed");
-    return;
-  }
-  const std::string name = with_marker ? "bench:floor:dlock" : "bench:floor:redis-py";
-  const std::string token = "0123456789abcdef0123456789abcdef";
-  long n = 0;
+// sends (or redis-py's Lock), written on a plain blocking socket with
+// nothing around them.
+void floor_token_cycle(benchmark::State& state, bool dlock_token) {
+  using kind = dlock::bench::floor_cycle::kind;
+  dlock::bench::floor_cycle floor(dlock::bench::server_target().url, dlock_token ? kind::token : kind::redis_py,
+                                  dlock_token ? "bench:floor:dlock" : "bench:floor:redis-py");
   auto t0 = bench_clock::now();
   for (auto _ : state) {
-    dlock::redis::request acquire, release_req;
-    acquire.push("SET", name, token, "NX", "PX", 30000);
-    if (with_marker) {
-      acquire.push("PTTL", name);
-      release_req.push("EVALSHA", release.sha1(), 2, name, "{" + name + "}:release:" + std::to_string(++n), token,
-                       10000);
-    } else {
-      release_req.push("EVALSHA", release.sha1(), 1, name, token);
-    }
-    if (!socket.exchange(acquire.payload(), static_cast<int>(acquire.size())) ||
-        !socket.exchange(release_req.payload(), 1)) {
+    if (!floor.cycle()) {
       state.SkipWithError("a floor command failed");
       break;
     }

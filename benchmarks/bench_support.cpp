@@ -16,6 +16,9 @@
 #include <system_error>
 #include <vector>
 
+#include <dlock/ownership/reentrant_hash.hpp>
+#include <dlock/ownership/token.hpp>
+
 namespace dlock::bench {
 
 target& server_target() {
@@ -116,6 +119,61 @@ bool plain_socket::exchange(const std::string& payload, int lines) {
     }
   }
   return !failed;
+}
+
+namespace {
+
+// redis-py's release: compare-and-delete, nothing else.
+const redis::script& plain_release() {
+  static const redis::script s(R"lua(
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+)lua");
+  return s;
+}
+
+}  // namespace
+
+floor_cycle::floor_cycle(const std::string& url, kind k, std::string name)
+    : socket_(url), kind_(k), name_(std::move(name)), token_("0123456789abcdef0123456789abcdef") {
+  std::vector<const redis::script*> scripts;
+  switch (kind_) {
+    case kind::token: scripts = {&ownership::Token::release_script()}; break;
+    case kind::redis_py: scripts = {&plain_release()}; break;
+    case kind::hash:
+      scripts = {&ownership::ReentrantHash::acquire_script(), &ownership::ReentrantHash::release_script()};
+      break;
+  }
+  for (auto* s : scripts)
+    if (!socket_.exchange(redis::request().push("SCRIPT", "LOAD", s->source()).payload(), 2))
+      throw std::runtime_error("floor: SCRIPT LOAD failed");
+}
+
+bool floor_cycle::cycle() {
+  redis::request acquire, release;
+  const auto n = std::to_string(++n_);
+  // Marker keys as the ownerships name them: `{name}:release:<id>`.
+  const auto marker = [&](const char* what) { return "{" + name_ + "}:" + what + ":" + n; };
+  switch (kind_) {
+    case kind::token:
+      acquire.push("SET", name_, token_, "NX", "PX", 30000).push("PTTL", name_);
+      release.push("EVALSHA", ownership::Token::release_script().sha1(), 1, name_, token_);
+      break;
+    case kind::redis_py:
+      acquire.push("SET", name_, token_, "NX", "PX", 30000);
+      release.push("EVALSHA", plain_release().sha1(), 1, name_, token_);
+      break;
+    case kind::hash: {
+      const auto field = token_ + ":1";
+      acquire.push("EVALSHA", ownership::ReentrantHash::acquire_script().sha1(), 2, name_, marker("acquire"), 30000,
+                   field, 10000);
+      release.push("EVALSHA", ownership::ReentrantHash::release_script().sha1(), 3, name_,
+                   ownership::ReentrantHash::channel(name_), marker("release"), ownership::ReentrantHash::unlock_message,
+                   30000, field, 10000);
+      break;
+    }
+  }
+  return socket_.exchange(acquire.payload(), static_cast<int>(acquire.size())) && socket_.exchange(release.payload(), 1);
 }
 
 double ping_us() {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -51,6 +52,27 @@ class plain_socket {
  private:
   bool send_line(const std::string& resp, const char* expect);
   int fd_ = -1;
+};
+
+/// The commands of one uncontended cycle, written on a plain_socket with
+/// nothing around them: the floor under a client's cycle. Each loads its
+/// scripts on construction and throws std::runtime_error if it cannot.
+/// `cycle()` is false if a command failed.
+class floor_cycle {
+ public:
+  enum class kind {
+    token,     ///< ownership::Token's commands (SET NX PX + PTTL in one pipeline, its release script)
+    redis_py,  ///< redis-py's Lock: SET NX PX, then a plain compare-and-delete script
+    hash,      ///< ownership::ReentrantHash's (the default Lock<>): its two scripts
+  };
+  floor_cycle(const std::string& url, kind k, std::string name);
+  bool cycle();
+
+ private:
+  plain_socket socket_;
+  kind kind_;
+  std::string name_, token_;
+  long n_ = 0;
 };
 
 /// The median PING round trip (microseconds) on a plain_socket, measured

@@ -4,7 +4,10 @@ against a redis-server started here on a free port of 127.0.0.1 and given
 as a URL, and checks that the run used that server, reported the PING
 counter and printed its summary.
 
-usage: check_bench.py BENCH_WIRE BENCH_LOCKS
+Also runs bench_cycle briefly against the same server: its table has every
+subject, with redis-py's Lock among them (./dev installs python3-redis).
+
+usage: check_bench.py BENCH_WIRE BENCH_LOCKS BENCH_CYCLE
 """
 import socket
 import subprocess
@@ -44,7 +47,7 @@ def run(exe, url, cli, bench_filter, expect):
 
 
 def main():
-    wire, locks = sys.argv[1], sys.argv[2]
+    wire, locks, cycle = sys.argv[1], sys.argv[2], sys.argv[3]
     port = free_port()
     with tempfile.TemporaryDirectory() as d:
         server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -61,6 +64,20 @@ def main():
             run(locks, url, cli, "BM_ping|/token/fixed/spin",
                 ["lock_unlock/token/fixed/spin", "contended/token/fixed/spin", "threads:8",
                  "many_locks/token/fixed/spin/64", "ping_us", "in_pings", "token/fixed/spin "])
+            before = calls(cli)
+            r = subprocess.run([cycle, url, "--rounds", "3", "--block", "20"], capture_output=True, text=True,
+                               timeout=120)
+            if r.returncode != 0:
+                fail(f"{cycle} {url} exited {r.returncode}: {r.stderr[-2000:]}")
+            for text in ["2 PINGs, plain socket", "floor: Token's commands", "floor: redis-py's commands",
+                         "redis-py Lock", "Token lock()/unlock()", "Lock<> acquire()/release()", "x redis-py rate"]:
+                if text not in r.stdout:
+                    fail(f"{cycle}: no {text!r} in its output:\n{r.stdout}")
+            if calls(cli) - before < 100:
+                fail(f"{cycle} did not use the server at {url}")
+            bad = subprocess.run([cycle, url, "--rounds", "0"], capture_output=True, text=True, timeout=60)
+            if bad.returncode != 2 or "--rounds" not in bad.stderr:
+                fail(f"{cycle} --rounds 0: exit {bad.returncode}, stderr {bad.stderr!r}")
         finally:
             server.kill()
             server.wait()

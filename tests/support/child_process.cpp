@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <cerrno>
 #include <utility>
 #include <system_error>
@@ -15,12 +17,19 @@ extern char** environ;
 
 namespace dlock::test {
 
-child_process::child_process(std::string path, const std::vector<std::string>& args) {
-  int fds[2];
+child_process::child_process(std::string path, const std::vector<std::string>& args, bool with_input) {
+  int fds[2], in[2] = {-1, -1};
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe");
+  if (with_input && ::pipe2(in, O_CLOEXEC) != 0) {
+    int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::system_error(e, std::system_category(), "pipe");
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  if (with_input) posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   std::vector<char*> argv;
   argv.push_back(path.data());
   std::vector<std::string> copy = args;
@@ -29,17 +38,48 @@ child_process::child_process(std::string path, const std::vector<std::string>& a
   int rc = ::posix_spawn(&pid_, path.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
+  if (with_input) ::close(in[0]);
   if (rc != 0) {
     ::close(fds[0]);
+    if (with_input) ::close(in[1]);
     pid_ = -1;
     throw std::system_error(rc, std::system_category(), "posix_spawn " + path);
   }
   out_ = fds[0];
+  in_ = in[1];
 }
 
 child_process::~child_process() {
+  close_input();
   kill();
   if (out_ >= 0) ::close(out_);
+}
+
+bool child_process::write(const std::string& text) {
+  std::size_t off = 0;
+  while (in_ >= 0 && off < text.size()) {
+    // MSG_NOSIGNAL is for sockets: a child gone must not kill us with SIGPIPE.
+    sigset_t pipe_signal, old;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, &old);
+    ssize_t n = ::write(in_, text.data() + off, text.size() - off);
+    int e = errno;
+    if (n < 0 && e == EPIPE) {
+      timespec zero{};
+      sigtimedwait(&pipe_signal, nullptr, &zero);  // consume the pending SIGPIPE
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (n < 0 && e == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<std::size_t>(n);
+  }
+  return in_ >= 0;
+}
+
+void child_process::close_input() {
+  if (in_ >= 0) ::close(in_);
+  in_ = -1;
 }
 
 bool child_process::fill(std::chrono::steady_clock::time_point deadline, bool& eof) {

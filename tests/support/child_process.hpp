@@ -10,11 +10,12 @@
 
 namespace dlock::test {
 
-/// Runs `path` with `args` (stdout to a pipe, stderr inherited); killed
-/// (SIGKILL) and reaped on destruction if still running.
+/// Runs `path` with `args` (stdout to a pipe, stderr inherited; stdin a
+/// pipe too when `with_input`, else inherited); killed (SIGKILL) and reaped
+/// on destruction if still running.
 class child_process {
  public:
-  child_process(std::string path, const std::vector<std::string>& args);
+  child_process(std::string path, const std::vector<std::string>& args, bool with_input = false);
   ~child_process();
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;
@@ -27,6 +28,11 @@ class child_process {
   std::string read_rest(std::chrono::milliseconds limit, bool& complete);
   /// Waits for the child to exit; returns its exit status (or -signal).
   int wait();
+  /// Writes `text` to the child's standard input (with_input only); false
+  /// if the child closed it or there is none.
+  bool write(const std::string& text);
+  /// Closes the child's standard input: it reads the end of its input.
+  void close_input();
   void kill();
   pid_t pid() const { return pid_; }
 
@@ -37,6 +43,7 @@ class child_process {
 
   pid_t pid_ = -1;
   int out_ = -1;
+  int in_ = -1;
   std::string buffer_;
 };
 
