@@ -112,6 +112,7 @@ def check_reference(data, table):
     u = ref["uncontended"]
     if not (u["samples"] > 0 and 0 < u["p50_us"] <= u["p99_us"] and ref["ping"]["samples"] > 0):
         fail(f"redis-py's uncontended figures look wrong: {u}")
+    check_yardstick(data)
     if [x["workers"] for x in ref["contention"]] != [2, 8]:
         fail(f"redis-py's contention runs are {[x['workers'] for x in ref['contention']]}, expected [2, 8]")
     for x in ref["contention"]:
@@ -119,6 +120,40 @@ def check_reference(data, table):
             fail(f"redis-py's contention with {x['workers']} workers looks wrong: {x}")
     if "redis-py/Lock" not in table or "against redis-py's Lock (" + ref["version"] + ")" not in table:
         fail("the table has no redis-py row or no comparison with it")
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def check_yardstick(data):
+    """Every ratio between rows compares times measured the same way: the
+    reference's cycles are PINGed as the rows' are (one PING after each
+    cycle, through the same path), so its PING median is close to theirs;
+    and every row's rate against redis-py is the median of at least three
+    alternating pairs, agreeing with the two rows' own medians."""
+    ref = data["reference"]
+    rows = data["combinations"]
+    ping_rows = median([c["ping"]["p50_us"] for c in rows])
+    ping_ref = ref["ping"]["p50_us"]
+    if not (ping_rows > 0 and ping_ref > 0 and max(ping_rows, ping_ref) / min(ping_rows, ping_ref) <= 1.5):
+        fail(f"the reference's PING ({ping_ref:.1f} us) and the rows' ({ping_rows:.1f} us) were not measured "
+             "the same way: more than 1.5x apart")
+    if ref["ping"]["samples"] != ref["uncontended"]["samples"]:
+        fail(f"the reference has {ref['ping']['samples']} PINGs for {ref['uncontended']['samples']} cycles")
+    for c in rows:
+        vs = c.get("vs_reference")
+        if not vs or len(vs["pairs"]) < 3:
+            fail(f"{c['name']}: its rate against redis-py is not from at least 3 alternating pairs: {vs}")
+        if not all(p > 0 for p in vs["pairs"]) or abs(vs["rate_ratio"] - median(vs["pairs"])) > 0.002:
+            fail(f"{c['name']}: rate ratio {vs['rate_ratio']} is not the median of its pairs {vs['pairs']}")
+        # Taken in blocks, the pairs' ratio cannot stray far from the two
+        # rows' overall medians (a yardstick mixed up would).
+        whole = ref["uncontended"]["p50_us"] / c["uncontended"]["p50_us"]
+        if not 0.5 <= vs["rate_ratio"] / whole <= 2:
+            fail(f"{c['name']}: rate ratio {vs['rate_ratio']:.2f} against {whole:.2f} from the rows' medians")
 
 
 def check_plots(script, out):

@@ -21,6 +21,7 @@
 #include <dlock/combinations.hpp>
 #include <dlock/detail/random.hpp>
 #include <support/child_process.hpp>
+#include <support/placement.hpp>
 #include <support/redis_server.hpp>
 
 #include "contention.hpp"
@@ -112,7 +113,7 @@ class progress {
 };
 
 struct counts {
-  int ping, cycles;
+  int ping, cycles, pairs;  // pairs: alternating blocks of a row's cycles and redis-py's
   std::vector<int> workers;  // contention runs
   std::chrono::milliseconds contention, start_delay;
   std::chrono::milliseconds fault_lease;
@@ -120,9 +121,9 @@ struct counts {
 counts counts_for(depth d) {
   using std::chrono::milliseconds;
   switch (d) {
-    case depth::quick: return {300, 100, {2, 8}, milliseconds(250), milliseconds(200), milliseconds(300)};
-    case depth::thorough: return {20000, 5000, {2, 8, 32}, milliseconds(3000), milliseconds(500), milliseconds(2000)};
-    default: return {3000, 1000, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000)};
+    case depth::quick: return {300, 100, 3, {2, 8}, milliseconds(250), milliseconds(200), milliseconds(300)};
+    case depth::thorough: return {20000, 5000, 5, {2, 8, 32}, milliseconds(3000), milliseconds(500), milliseconds(2000)};
+    default: return {3000, 1000, 5, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000)};
   }
 }
 
@@ -222,35 +223,64 @@ int run(const options& o) {
   // Python takes longer to start than this program (its interpreter, then
   // redis-py): its workers get a longer head start.
   const auto python_start = std::max(n.start_delay, std::chrono::milliseconds(2000));
-  reference_plan plan{url, prefix, n.cycles, n.ping / 10, n.workers, {n.contention, python_start}, env.ping.p50_us};
+  reference_plan plan{url, prefix, n.workers, {n.contention, python_start}, env.ping.p50_us};
   progress bar(names.size() * (1 + n.workers.size()) + reference_steps(plan));
   std::size_t i = 0;
-  // First the reference, redis-py's Lock: a reader sees at once whether it runs.
-  auto ref = measure_redis_py(redis, self, plan, [&](const std::string& what) { bar.step(i++, what); });
-  if (!ref.skipped.empty()) std::fprintf(stderr, "redis-py's Lock is not measured: %s\n", ref.skipped.c_str());
+  auto step = [&](const std::string& what) { bar.step(i++, what); };
   std::vector<combination_result> rows;
+  reference_result ref;
+  {
+    // The uncontended phase, pinned (redis-py's process, started here,
+    // inherits it). First the reference: a reader sees at once whether it
+    // runs. Its cycles alternate with every row's.
+    dlock::test::pinned pin(o.placement, private_server ? private_server->pid() : -1);
+    env.placement = std::string(dlock::test::placement_name(o.placement)) + " (" + pin.describe() + ")";
+    std::fprintf(stderr, "uncontended phase: placement %s\n", env.placement.c_str());
+    std::unique_ptr<dlock::test::redis_py_lock> py;
+    ref = start_redis_py(self, plan, py);
+    if (!ref.skipped.empty()) std::fprintf(stderr, "redis-py's Lock is not measured: %s\n", ref.skipped.c_str());
+    reference_cycles ref_cycles{py.get(), {}, {}};
+    dlock::combinations::for_each([&](auto type) {
+      using L = typename decltype(type)::type;
+      if (!matches(o.filter, L::combination_name())) return;
+      step(L::combination_name() + ": uncontended cycle, " + std::to_string(n.cycles) + " samples" +
+           (py ? ", alternating with redis-py's" : ""));
+      combination_result r;
+      r.name = L::combination_name();
+      r.ownership = L::ownership_type::policy_name;
+      r.renewal = L::renewal_type::policy_name;
+      r.wait = L::wait_type::policy_name;
+      r.reproduces = reproduces(r.ownership, r.renewal);
+      try {
+        uncontended<L>(redis, prefix + "uncontended:" + r.name, n.cycles, n.pairs, r, ref_cycles);
+      } catch (const std::system_error& e) {
+        throw std::runtime_error(r.name + ": " + e.what());
+      }
+      rows.push_back(std::move(r));
+    });
+    if (ref.skipped.empty()) {
+      ref.row.uncontended = percentiles(ref_cycles.samples);
+      ref.row.ping = percentiles(ref_cycles.pings);
+    }
+  }
+  // Contention, unpinned: the workers' processes spread over the CPUs.
+  if (ref.skipped.empty()) contend_redis_py(redis, self, plan, ref, step);
+  std::size_t row = 0;
   dlock::combinations::for_each([&](auto type) {
     using L = typename decltype(type)::type;
     if (!matches(o.filter, L::combination_name())) return;
-    bar.step(i++, L::combination_name() + ": uncontended cycle, " + std::to_string(n.cycles) + " samples");
-    combination_result r;
-    r.name = L::combination_name();
-    r.ownership = L::ownership_type::policy_name;
-    r.renewal = L::renewal_type::policy_name;
-    r.wait = L::wait_type::policy_name;
-    r.reproduces = reproduces(r.ownership, r.renewal);
+    auto& r = rows[row++];
     try {
-      uncontended<L>(redis, prefix + "uncontended:" + r.name, n.cycles, r.uncontended, r.ping);
       for (int w : n.workers) {
-        bar.step(i++, r.name + ": " + std::to_string(w) + " workers in 2 processes for " +
-                          std::to_string(n.contention.count()) + " ms");
-        r.contention.push_back(
-            contend_combination<L>(redis, self, url, prefix + "contended:" + r.name + ":" + std::to_string(w), w, n, env.ping.p50_us));
+        step(r.name + ": " + std::to_string(w) + " workers in 2 processes for " + std::to_string(n.contention.count()) +
+             " ms");
+        r.contention.push_back(contend_combination<L>(redis, self, url,
+                                                      prefix + "contended:" + r.name + ":" + std::to_string(w), w, n,
+                                                      env.ping.p50_us));
       }
     } catch (const std::system_error& e) {
       throw std::runtime_error(r.name + ": " + e.what());
     }
-    rows.push_back(std::move(r));
   });
   // The fault stories: once per ownership and renewal pair, with the first
   // combination of the pair whose wait retries.

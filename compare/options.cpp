@@ -6,7 +6,7 @@ namespace dlock::compare {
 
 std::string usage() {
   return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--seconds S]\n"
-         "                     [--out DIR] [--list]\n"
+         "                     [--placement same|split|free] [--out DIR] [--list]\n"
          "\n"
          "Compares every lock combination dlock compiles, on one Redis, and writes\n"
          "a table to stdout and every figure to DIR/compare.json.\n"
@@ -20,6 +20,10 @@ std::string usage() {
          "  --thorough        long measurements\n"
          "  --seconds S       each contention run lasts S seconds (0.1 to 600;\n"
          "                    default 1, 0.25 with --quick, 3 with --thorough)\n"
+         "  --placement P     where the uncontended phase runs: 'same' (default) pins\n"
+         "                    the server and this program (and redis-py) to one\n"
+         "                    CPU, 'split' to two, 'free' leaves them to the\n"
+         "                    scheduler (only this program is pinned with --redis)\n"
          "  --out DIR         where compare.json goes (default: compare-out)\n"
          "  --list            print the combinations and exit\n";
 }
@@ -48,6 +52,13 @@ std::optional<options> parse_options(const std::vector<std::string_view>& args, 
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), o.seconds);
       if (ec != std::errc() || end != text.data() + text.size() || !(o.seconds >= 0.1 && o.seconds <= 600)) {
         why = "--seconds needs a number of seconds from 0.1 to 600, not '" + text + "'";
+        return std::nullopt;
+      }
+    } else if (a == "--placement") {
+      std::string text;
+      if (!value(text)) return std::nullopt;
+      if (!test::parse_placement(text, o.placement)) {
+        why = "--placement is same, split or free, not '" + text + "'";
         return std::nullopt;
       }
     } else if (a == "--quick" || a == "--thorough") {

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <support/placement.hpp>
+
 namespace dlock::compare {
 
 /// How long each measurement runs.
@@ -17,6 +19,9 @@ struct options {
   std::string out_dir = "compare-out";
   depth how = depth::normal;
   double seconds = 0;      ///< each contention run's length; 0: the depth's
+  /// Where the uncontended phase runs the server and this program (and
+  /// redis-py): on one CPU by default (see support/placement.hpp).
+  test::placement placement = test::placement::same;
   bool list = false;
   bool help = false;
 };

@@ -85,7 +85,7 @@ def plot_uncontended(data, style, path):
     for yi, c in zip(y, combos):
         color = REFERENCE_COLOR if c is ref else style[f"{c['ownership']}/{c['renewal']}"][0]
         u = c["uncontended"]
-        # In the PINGs interleaved with the cycles (the run's PING for older files).
+        # In the PINGs measured beside the cycles (the run's PING for older files).
         ax.barh(yi, u.get("p50_ping", u["p50_us"] / ping), color=color, height=0.7,
                 hatch="///" if c is ref else None, edgecolor="white" if c is ref else None)
         ax.plot([u.get("p99_ping", u["p99_us"] / ping)], [yi], marker="|", markersize=9, color="#333333")

@@ -7,9 +7,13 @@ Redis users already have.
   redis_py_lock.py version
       prints redis-py's version (exit 3, with nothing printed, when the
       redis module is missing)
-  redis_py_lock.py uncontended URL KEY N
-      N cycles of acquire() + release() on one Lock object, one connection;
-      prints "sample <microseconds>" per cycle
+  redis_py_lock.py serve URL KEY
+      one Lock object on one connection, driven from standard input so that
+      its cycles can alternate with the caller's own measurements: after a
+      few warm-up cycles it prints "ready", then answers each line
+        cycles N   N cycles of acquire() + release() back to back, each
+                   timed: "samples <us> <us> ..."
+      until the end of its input
   redis_py_lock.py worker URL LOCK COUNTER ID THREADS START_NS DURATION_NS
       THREADS threads, each with its own connection, run the inventory's
       critical section (GET COUNTER, SET it one higher) under LOCK from
@@ -35,20 +39,28 @@ def connect(url):
     return redis.Redis.from_url(url, socket_timeout=30)
 
 
-def uncontended(url, key, n):
+def serve(url, key):
     r = connect(url)
     lock = r.lock(key, timeout=30)
-    for _ in range(5):  # warm the connection and load the release script
-        lock.acquire()
-        lock.release()
-    out = []
-    for _ in range(n):
+
+    def cycle():
         t0 = time.perf_counter_ns()
         if not lock.acquire():
             raise RuntimeError("an uncontended blocking acquire returned False")
         lock.release()
-        out.append(f"sample {(time.perf_counter_ns() - t0) / 1000:.3f}")
-    print("\n".join(out))
+        return f"{(time.perf_counter_ns() - t0) / 1000:.3f}"
+
+    for _ in range(5):  # warm the connection and load the release script
+        cycle()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if len(words) == 2 and words[0] == "cycles" and words[1].isdigit():
+            print("samples", " ".join(cycle() for _ in range(int(words[1]))), flush=True)
+        else:
+            print(f"error unknown request {line.strip()!r}", flush=True)
+            return 2
+    return 0
 
 
 def worker(url, lock_name, counter, ident, threads, start_ns, duration_ns):
@@ -95,8 +107,8 @@ def main(argv):
         return 3
     if argv[:1] == ["version"]:
         print(redis.__version__)
-    elif argv[:1] == ["uncontended"] and len(argv) == 4:
-        uncontended(argv[1], argv[2], int(argv[3]))
+    elif argv[:1] == ["serve"] and len(argv) == 3:
+        return serve(argv[1], argv[2])
     elif argv[:1] == ["worker"] and len(argv) == 8:
         worker(argv[1], argv[2], argv[3], argv[4], int(argv[5]), int(argv[6]), int(argv[7]))
     else:

@@ -34,18 +34,10 @@ std::string run_script(const std::filesystem::path& script, std::vector<std::str
   return out;
 }
 
-void add_pings(RedisBackend& redis, int n, std::vector<double>& into) {
-  for (int i = 0; i < n; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    redis.command(redis::request().push("PING"));
-    into.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-}
-
 }  // namespace
 
-reference_result measure_redis_py(RedisBackend& redis, const std::filesystem::path& self, const reference_plan& plan,
-                                  const std::function<void(const std::string&)>& step) {
+reference_result start_redis_py(const std::filesystem::path& self, const reference_plan& plan,
+                                std::unique_ptr<test::redis_py_lock>& lock) {
   reference_result ref;
   auto& row = ref.row;
   row.name = "redis-py/Lock";
@@ -68,41 +60,31 @@ reference_result measure_redis_py(RedisBackend& redis, const std::filesystem::pa
     ref.skipped = std::string(python) + " has no redis module (Debian's python3-redis; ./dev installs it)";
     return ref;
   }
-
-  // Uncontended: its ratio is taken against PINGs just before and after.
-  step("redis-py/Lock " + ref.version + ": uncontended cycle, " + std::to_string(plan.cycles) + " samples");
-  std::vector<double> pings, samples;
-  add_pings(redis, plan.pings, pings);
-  auto out = run_script(script, {"uncontended", plan.url, plan.prefix + "redis-py:uncontended", std::to_string(plan.cycles)}, rc);
-  add_pings(redis, plan.pings, pings);
-  for (std::string_view text = out; !text.empty();) {
-    auto eol = text.find('\n');
-    auto line = text.substr(0, eol);
-    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
-    if (line.substr(0, 7) == "sample ") samples.push_back(std::stod(std::string(line.substr(7))));
-  }
-  if (rc != 0 || samples.size() != static_cast<std::size_t>(plan.cycles)) {
+  try {
+    lock = std::make_unique<test::redis_py_lock>(python, script.string(), plan.url, plan.prefix + "redis-py:uncontended");
+  } catch (const std::exception& e) {
     // Not the comparison's failure: redis-py may not read a URL dlock reads.
-    ref.skipped = "its uncontended run exited with " + std::to_string(rc) + " after " + std::to_string(samples.size()) +
-                  " of " + std::to_string(plan.cycles) + " cycles";
-    return ref;
+    ref.skipped = e.what();
   }
-  row.uncontended = percentiles(samples);
-  row.ping = percentiles(pings);
+  return ref;
+}
 
+void contend_redis_py(RedisBackend& redis, const std::filesystem::path& self, const reference_plan& plan,
+                      reference_result& ref, const std::function<void(const std::string&)>& step) {
+  auto script = find_script(self).string();
+  auto& row = ref.row;
   for (int w : plan.workers) {
     step("redis-py/Lock: " + std::to_string(w) + " workers in 2 processes for " +
          std::to_string(plan.times.duration.count()) + " ms");
     const auto lock = plan.prefix + "redis-py:contended:" + std::to_string(w);
     auto launch = [&](int p, int threads, std::int64_t start, std::int64_t duration) {
       return std::make_unique<test::child_process>(
-          python, std::vector<std::string>{script.string(), "worker", plan.url, lock, lock + ":counter",
+          python, std::vector<std::string>{script, "worker", plan.url, lock, lock + ":counter",
                                            "p" + std::to_string(p), std::to_string(threads), std::to_string(start),
                                            std::to_string(duration)});
     };
     row.contention.push_back(contend(redis, row.name, lock, lock + ":counter", w, plan.times, launch, plan.ping_us));
   }
-  return ref;
 }
 
 }  // namespace dlock::compare

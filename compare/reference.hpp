@@ -6,36 +6,44 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <dlock/dlock.hpp>
+#include <support/redis_py_lock.hpp>
 
 #include "contention.hpp"
 #include "report.hpp"
 
 namespace dlock::compare {
 
-/// What the reference runs: as many cycles and contention runs as the
-/// combinations get.
+/// What the reference runs: as many contention runs as the combinations
+/// get; its uncontended cycles alternate with theirs (see uncontended()).
 struct reference_plan {
   std::string url;     ///< the server, as redis-py's from_url reads it
   std::string prefix;  ///< the run's key prefix
-  int cycles = 0, pings = 0;
   std::vector<int> workers;
   run_times times;
   double ping_us = 0;  ///< the run's PING, for the hand-off ratios
 };
 
-/// Measures redis-py's Lock. `self` is this program (the script is found
-/// beside it, or in ../share/dlock when installed); `step` reports progress.
-/// When redis-py cannot run at all (no /usr/bin/python3, no redis module,
-/// no script) the result's `skipped` says why; a failure once it runs is
-/// counted as errors, like a dlock worker's.
-reference_result measure_redis_py(RedisBackend& redis, const std::filesystem::path& self, const reference_plan& plan,
-                                  const std::function<void(const std::string&)>& step);
+/// Starts redis-py's Lock for the uncontended phase, whose cycles the
+/// caller alternates with every row's (`lock`). `self` is this program (the
+/// script is found beside it, or in ../share/dlock when installed). When
+/// redis-py cannot run at all (no /usr/bin/python3, no redis module, no
+/// script, a URL it cannot use) the result's `skipped` says why and `lock`
+/// stays empty.
+reference_result start_redis_py(const std::filesystem::path& self, const reference_plan& plan,
+                                std::unique_ptr<test::redis_py_lock>& lock);
 
-/// Steps measure_redis_py reports, for the progress total.
-inline std::size_t reference_steps(const reference_plan& plan) { return 1 + plan.workers.size(); }
+/// Runs redis-py's Lock through the contention phase (a failure once it
+/// runs is counted as errors, like a dlock worker's); `step` reports
+/// progress.
+void contend_redis_py(RedisBackend& redis, const std::filesystem::path& self, const reference_plan& plan,
+                      reference_result& ref, const std::function<void(const std::string&)>& step);
+
+/// Steps contend_redis_py reports, for the progress total.
+inline std::size_t reference_steps(const reference_plan& plan) { return plan.workers.size(); }
 
 }  // namespace dlock::compare

@@ -21,6 +21,13 @@ latency percentiles(std::vector<double>& s) {
   return l;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 namespace {
 
 std::string fmt(const char* format, double v) {
@@ -70,10 +77,19 @@ std::string contention_json(const contention_result& c, double ping_us) {
          ", \"errors\": " + std::to_string(c.errors) + "}";
 }
 
-// The unit of a combination's uncontended ratios: the PINGs interleaved
-// with its cycles, or the run's PING when there are none.
+// The unit of a combination's uncontended ratios: the PINGs measured in
+// blocks beside its cycles, or the run's PING when there are none.
 double local_ping(const combination_result& r, double run_ping) {
   return r.ping.samples ? r.ping.p50_us : run_ping;
+}
+
+// A row's rate against the reference: the median of its alternating pairs,
+// and the pairs (nothing when the reference did not run).
+std::string vs_reference_json(const combination_result& r) {
+  if (r.vs_reference_pairs.empty()) return {};
+  std::string pairs;
+  for (double v : r.vs_reference_pairs) pairs += (pairs.empty() ? "" : ", ") + number(v);
+  return ",\n     \"vs_reference\": {\"rate_ratio\": " + number(median(r.vs_reference_pairs)) + ", \"pairs\": [" + pairs + "]}";
 }
 
 // The run the table shows: the one with 8 workers, else the largest.
@@ -116,10 +132,9 @@ std::string span(const std::vector<double>& v) {
 
 // dlock's figures against the reference's, grouped: the uncontended cycle
 // rate by ownership, the 8-worker rates by wait policy.
-std::string against(const std::vector<combination_result>& rows, const reference_result& ref, double ping) {
+std::string against(const std::vector<combination_result>& rows, const reference_result& ref) {
   if (!ref.skipped.empty()) return "\nredis-py's Lock was not measured: " + ref.skipped + "\n";
   auto* rc = shown(ref.row);
-  const double ref_cycle = ref.row.uncontended.p50_us / local_ping(ref.row, ping);
   std::vector<std::pair<std::string, std::vector<double>>> rate, cycles, handoffs;
   auto add = [](auto& groups, const std::string& key, double v) {
     for (auto& [k, vs] : groups)
@@ -127,7 +142,7 @@ std::string against(const std::vector<combination_result>& rows, const reference
     groups.push_back({key, {v}});
   };
   for (auto& r : rows) {
-    if (r.uncontended.p50_us > 0) add(rate, r.ownership, ref_cycle / (r.uncontended.p50_us / local_ping(r, ping)));
+    if (!r.vs_reference_pairs.empty()) add(rate, r.ownership, median(r.vs_reference_pairs));
     auto* c = shown(r);
     if (!c || !rc || c->workers != rc->workers) continue;
     if (rc->cycles_per_s > 0) add(cycles, r.wait, c->cycles_per_s / rc->cycles_per_s);
@@ -139,7 +154,7 @@ std::string against(const std::vector<combination_result>& rows, const reference
     return out;
   };
   std::string out = "\nagainst redis-py's Lock (" + ref.version + ") in this run:\n  uncontended cycle rate, by ownership: " +
-                    list(rate) + "\n";
+                    list(rate) + " (median of alternating pairs)\n";
   if (rc)
     out += "  at " + std::to_string(rc->workers) + " workers, by wait policy: cycles/s " + list(cycles) +
            "; hand-offs/s " + list(handoffs) + "\n";
@@ -152,7 +167,8 @@ std::string table(const environment& env, const std::vector<combination_result>&
                   const std::vector<fault_result>& faults) {
   const double ping = env.ping.p50_us;
   std::string out = "PING round trip (p50): " + fmt("%.1f", ping) + " us on Redis " + env.redis_version + " (" +
-                    env.redis_target + "), " + std::to_string(env.cpu_count) + " CPUs\n\n";
+                    env.redis_target + "), " + std::to_string(env.cpu_count) + " CPUs; uncontended phase placed " +
+                    env.placement + "\n\n";
   std::size_t name_w = 11, rep_w = 10;
   for (auto& r : rows) {
     name_w = std::max(name_w, r.name.size());
@@ -164,9 +180,11 @@ std::string table(const environment& env, const std::vector<combination_result>&
          "  cycle p50/PING  p99/PING |  W  cycles/s  hand-offs/s  hand-off p50/PING  cmds/acq  most-fewest | overlaps  lost\n";
   for (auto& r : rows) out += row_line(r, name_w, rep_w, ping);
   if (ref.skipped.empty()) out += row_line(ref.row, name_w, rep_w, ping);
-  out += against(rows, ref, ping);
-  out += "\ncycle: one uncontended acquire + release, in PINGs interleaved with the cycles; the other ratios\n"
-         "are in the PING above, measured at the start. W workers over two processes run the inventory's\n"
+  out += against(rows, ref);
+  out += "\ncycle: one uncontended acquire + release, in PINGs measured in a block right after each block of\n"
+         "cycles (redis-py's the same way); the other ratios are in the PING above, measured at the start.\n"
+         "The cycle rate against redis-py: each row's blocks of cycles alternate with redis-py's, A B A B,\n"
+         "and the median of the per-pair ratios is shown. W workers over two processes run the inventory's\n"
          "GET + SET under the lock; hand-offs/s: acquisitions by a worker other than the previous holder;\n"
          "hand-off: a release's reply to another worker's acquire reply; cmds/acq: commands the server ran\n"
          "per acquisition besides the GET and SET (a script's own commands count); overlaps and lost\n"
@@ -201,7 +219,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
                       ", \"renewal\": " + quoted(r.renewal) + ", \"wait\": " + quoted(r.wait) +
                       ", \"reproduces\": " + quoted(r.reproduces) + ",\n     \"uncontended\": " +
                       latency_json(r.uncontended, local_ping(r, ping)) + ",\n     \"ping\": " + latency_json(r.ping, 0) +
-                      ",\n     \"contention\": [";
+                      vs_reference_json(r) + ",\n     \"contention\": [";
     for (std::size_t k = 0; k < r.contention.size(); ++k)
       out += (k ? ",\n       " : "\n       ") + contention_json(r.contention[k], ping);
     return out + "]";
@@ -210,6 +228,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
   out += "    \"redis_version\": " + quoted(env.redis_version) + ",\n";
   out += "    \"redis\": " + quoted(env.redis_target) + ",\n";
   out += "    \"ping\": " + latency_json(env.ping, 0) + ",\n";
+  out += "    \"placement\": " + quoted(env.placement) + ",\n";
   out += "    \"cpu_count\": " + std::to_string(env.cpu_count) + ",\n";
   out += "    \"compiler\": " + quoted(env.compiler) + ",\n";
   out += "    \"dlock_version\": " + quoted(env.dlock_version) + ",\n";

@@ -67,12 +67,22 @@ struct combination_result {
   std::string ownership, renewal, wait;
   std::string reproduces;  ///< the article algorithm, as docs/algorithms.md names it
   latency uncontended;     ///< one acquire + release, blocking interface
-  latency ping;            ///< PINGs interleaved with those cycles: their ratio's unit
+  latency ping;            ///< PINGs in a block after each block of those cycles: their ratio's unit
+  /// Against the reference, measured by alternating: a block of this row's
+  /// cycles, then a block of redis-py's, and again (A B A B ...); per pair,
+  /// redis-py's p50 over this row's p50 (how many times redis-py's cycle
+  /// rate this row's is). Empty when the reference did not run.
+  std::vector<double> vs_reference_pairs;
   std::vector<contention_result> contention;
 };
 
+/// The median of `v` (0 when empty).
+double median(std::vector<double> v);
+
 /// redis-py's Lock (Debian's python3-redis), run through the uncontended
-/// and contention phases in the same run (compare/redis_py_lock.py).
+/// and contention phases in the same run (compare/redis_py_lock.py). Its
+/// uncontended cycles are the B blocks alternating with every row's, each
+/// followed by a PING exactly as a row's cycles are: the same yardstick.
 struct reference_result {
   std::string version;  ///< redis-py's version
   std::string skipped;  ///< why it was not measured; empty when it was
@@ -84,6 +94,7 @@ struct environment {
   std::string redis_version;
   std::string redis_target;  ///< "private" or the URL without credentials
   latency ping;              ///< PING round trip through the same blocking path
+  std::string placement;     ///< where the uncontended phase ran: "same (server on CPU 0, client on CPU 0)"
   unsigned cpu_count = 0;
   std::string compiler, dlock_version, git_commit, depth;
 };
