@@ -12,6 +12,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <dlock/detail/lease_watch.hpp>
+#include <dlock/detail/renewal_service.hpp>
 #include <dlock/detail/wake_groups.hpp>
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
@@ -114,6 +116,26 @@ TEST_CASE("one round trip renews many held locks", "[watchdog]") {
   for (int i = 0; i < 40; ++i) CHECK(pttl(redis.server, "many:" + std::to_string(i)) > 0);
   holds.clear();
   CHECK(renewals.size() == 0);
+}
+
+TEST_CASE("a lock taken and released over and over does not wake the renewal timer per hold", "[watchdog]") {
+  private_redis redis;
+  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  auto& watch = redis.backend.use_service<dlock::detail::lease_watch<dlock::RedisBackend>>();
+  WatchdogHash lock(redis.backend, "busy");
+  lock.acquire().release();
+  auto renewal_steps = renewals.steps(), watch_steps = watch.steps();
+  for (int i = 0; i < 200; ++i) {
+    lock.lock();
+    lock.unlock();
+  }
+  // Each hold is due for renewal later than the one before: one step of
+  // each loop arms its timer for the first, and the rest need none. (Each
+  // hold used to wake the renewal loop: its entry was gone, taken off
+  // before the release was sent, by the time the loop stepped, and the
+  // timer stayed disarmed.)
+  CHECK(renewals.steps() - renewal_steps <= 5);
+  CHECK(watch.steps() - watch_steps <= 5);
 }
 
 TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[watchdog]") {

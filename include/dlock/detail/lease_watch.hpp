@@ -40,6 +40,8 @@ class lease_watch {
   /// this watch (a signal already running completes).
   void remove(const hold_record* rec) { impl_->remove(rec); }
   std::size_t size() const { return impl_->size(); }
+  /// Times its timer loop has stepped (see timer_loop::steps).
+  std::size_t steps() const { return impl_->steps(); }
 
  private:
   struct impl final : timer_loop<std::weak_ptr<hold_record>> {

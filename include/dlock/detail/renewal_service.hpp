@@ -52,6 +52,8 @@ class renewal_service {
   /// Round trips sent so far, and scripts in them (for tests and benchmarks).
   std::size_t batches_sent() const { return impl_->batches.load(); }
   std::size_t renewals_sent() const { return impl_->renewals.load(); }
+  /// Times its timer loop has stepped (see timer_loop::steps).
+  std::size_t steps() const { return impl_->steps(); }
 
  private:
   // One renewal in a sent batch: whose (its reply has the same index).

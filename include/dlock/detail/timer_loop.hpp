@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -56,12 +57,20 @@ class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
   /// a lock taken and released over and over (each hold due later than the
   /// last) costs the I/O thread no wake-up per hold, just one timer expiry
   /// per period that finds the newest entry and sets the timer again.
+  ///
+  /// The timer it wakes is set no later than `due` even if the entry is
+  /// removed before the loop steps (a watchdog's hold is taken off before
+  /// its release is sent, so the step usually runs after that): otherwise
+  /// the step, finding nothing, would disarm the timer and the next hold's
+  /// put() would wake the loop again, once per hold. The timer then fires
+  /// once at `due` for nothing.
   void put(const hold_record* rec, Entry entry, std::chrono::steady_clock::time_point due) {
     bool late = false;
     {
       std::lock_guard g(m);
       entries[rec] = std::move(entry);
       late = !armed_ || due < *armed_;
+      if (late && (!woken_for_ || due < *woken_for_)) woken_for_ = due;
     }
     if (late) wake();
   }
@@ -74,6 +83,9 @@ class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
     std::lock_guard g(m);
     return entries.size();
   }
+  /// How many times the step has run (for tests: a busy loop of holds must
+  /// not run it once per hold).
+  std::size_t steps() const noexcept { return steps_.load(std::memory_order_relaxed); }
 
   /// Ends the loop: after this returns, the step never runs again and
   /// `stopped` is true for code that runs later (replies in flight).
@@ -122,8 +134,11 @@ class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
         self->armed_.reset();
       }
       auto next = self->step();
+      self->steps_.fetch_add(1, std::memory_order_relaxed);
       {
         std::lock_guard g(self->m);
+        if (self->woken_for_) next = std::min(next, *self->woken_for_);
+        self->woken_for_.reset();
         self->armed_ = next;
       }
       self->timer_.expires_at(next);
@@ -134,6 +149,8 @@ class timer_loop : public std::enable_shared_from_this<timer_loop<Entry>> {
   asio::strand<asio::any_io_executor> strand_;
   asio::steady_timer timer_;
   std::optional<std::chrono::steady_clock::time_point> armed_;  // under m: when the timer fires; unset while stepping
+  std::optional<std::chrono::steady_clock::time_point> woken_for_;
+  std::atomic<std::size_t> steps_{0};  // under m: the earliest due a put() woke the loop for
 };
 
 }  // namespace dlock::detail
