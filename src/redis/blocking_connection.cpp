@@ -270,14 +270,30 @@ std::pair<error_code, std::vector<value>> blocking_connection::eval_all(const st
 
 std::pair<error_code, value> blocking_connection::eval(const script& s, const std::vector<std::string>& keys,
                                                        const std::vector<std::string>& args) {
-  auto [ec, r] = eval_all({script_call{&s, keys, args}});
-  if (!ec && r.size() == 1 && detail::is_noscript(r[0])) {
-    request req;
-    detail::push_eval(req, "EVAL", s.source(), keys, args);
-    auto [eec, er] = exec(req);
+  // As eval_all with one call, without copying the call's keys and args.
+  if (fd_ < 0) {
+    if (auto ec = open()) return {ec, {}};
+  }
+  request req;
+  auto at = scripts_.push(req, s, keys, args);
+  auto [ec, r] = exec(req);
+  if (ec) return {ec, {}};
+  if (at.reply >= r.size()) return {make_error_code(error::unexpected_reply), {}};
+  if (detail::is_noscript(r[at.reply])) {
+    scripts_.forget(s);
+    // The load itself failed (a script that does not compile): its error
+    // says more than NOSCRIPT.
+    if (at.loads && r[at.reply - 1].is_error()) return {make_error_code(error::server_error), std::move(r[at.reply - 1])};
+    // Flushed since it was loaded: the call did not run; EVAL cannot meet
+    // NOSCRIPT again.
+    request again;
+    detail::push_eval(again, "EVAL", s.source(), keys, args);
+    auto [eec, er] = exec(again);
     return detail::single_reply(eec, er);
   }
-  return detail::single_reply(ec, r);
+  auto& v = r[at.reply];
+  if (v.is_error()) return {make_error_code(error::server_error), std::move(v)};
+  return {error_code{}, std::move(v)};
 }
 
 }  // namespace dlock::redis

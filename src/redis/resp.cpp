@@ -175,6 +175,18 @@ namespace {
 
 template <class Range>
 void encode(std::string& out, const Range& args) {
+  // The exact size first: one allocation, not one per doubling.
+  auto digits = [](std::size_t n) {
+    std::size_t d = 1;
+    while (n >= 10) {
+      n /= 10;
+      ++d;
+    }
+    return d;
+  };
+  std::size_t need = 3 + digits(std::size(args));
+  for (std::string_view a : args) need += 5 + digits(a.size()) + a.size();
+  out.reserve(out.size() + need);
   char buf[32];
   auto header = [&](char type, std::size_t n) {
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
@@ -240,5 +252,6 @@ std::string to_string(const value& v) {
 void encode_command(std::string& out, std::initializer_list<std::string_view> args) { encode(out, args); }
 void encode_command(std::string& out, const std::vector<std::string>& args) { encode(out, args); }
 void encode_command(std::string& out, const std::vector<std::string_view>& args) { encode(out, args); }
+void encode_command(std::string& out, std::span<const std::string_view> args) { encode(out, args); }
 
 }  // namespace dlock::redis

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <concepts>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,13 +29,13 @@ class request {
     parts[0] = command;
     std::size_t i = 1;
     ((parts[i] = as_view(args, numbers[i]), ++i), ...);
-    encode_command(payload_, std::vector<std::string_view>(parts, parts + i));
+    encode_command(payload_, std::span<const std::string_view>(parts, i));
     ++commands_;
     return *this;
   }
 
   /// Appends one command given as a whole argument vector (command first).
-  request& push_args(const std::vector<std::string_view>& args) {
+  request& push_args(std::span<const std::string_view> args) {
     encode_command(payload_, args);
     ++commands_;
     return *this;

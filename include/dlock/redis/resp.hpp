@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -132,5 +133,6 @@ class parser {
 void encode_command(std::string& out, std::initializer_list<std::string_view> args);
 void encode_command(std::string& out, const std::vector<std::string>& args);
 void encode_command(std::string& out, const std::vector<std::string_view>& args);
+void encode_command(std::string& out, std::span<const std::string_view> args);
 
 }  // namespace dlock::redis

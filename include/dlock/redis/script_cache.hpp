@@ -3,7 +3,9 @@
 // connection has not loaded the script yet.
 #pragma once
 
+#include <charconv>
 #include <cstddef>
+#include <span>
 #include <mutex>
 #include <set>
 #include <string>
@@ -45,15 +47,27 @@ inline bool is_noscript(const value& v) { return v.is_error() && v.str.compare(0
 /// Appends `verb body numkeys keys... args...` (verb: EVAL or EVALSHA).
 inline void push_eval(request& req, std::string_view verb, std::string_view body, const std::vector<std::string>& keys,
                       const std::vector<std::string>& args) {
-  std::vector<std::string_view> parts;
-  parts.reserve(3 + keys.size() + args.size());
-  std::string count = std::to_string(keys.size());
-  parts.push_back(verb);
-  parts.push_back(body);
-  parts.push_back(count);
-  for (auto& k : keys) parts.push_back(k);
-  for (auto& a : args) parts.push_back(a);
-  req.push_args(parts);
+  char count_buf[24];
+  auto [count_end, count_ec] = std::to_chars(count_buf, count_buf + sizeof count_buf, keys.size());
+  const std::string_view count(count_buf, static_cast<std::size_t>(count_end - count_buf));
+  auto fill = [&](std::string_view* parts) {
+    std::size_t n = 0;
+    parts[n++] = verb;
+    parts[n++] = body;
+    parts[n++] = count;
+    for (auto& k : keys) parts[n++] = k;
+    for (auto& a : args) parts[n++] = a;
+    req.push_args(std::span<const std::string_view>(parts, n));
+  };
+  // A lock's scripts take a handful of keys and arguments: no allocation.
+  const std::size_t n = 3 + keys.size() + args.size();
+  if (n <= 16) {
+    std::string_view parts[16];
+    fill(parts);
+  } else {
+    std::vector<std::string_view> parts(n);
+    fill(parts.data());
+  }
 }
 
 /// Which scripts one connection has loaded, as far as it knows: so that the
@@ -73,15 +87,19 @@ class script_cache {
 
   /// Appends `call` to `req`, with a SCRIPT LOAD ahead of it when the
   /// script is not known to be loaded.
-  slot push(request& req, const script_call& call) {
+  slot push(request& req, const script_call& call) { return push(req, *call.script, call.keys, call.args); }
+
+  /// As above, for a call given by its parts (nothing copied).
+  slot push(request& req, const script& s, const std::vector<std::string>& keys,
+            const std::vector<std::string>& args) {
     bool load = false;
     {
       std::lock_guard g(m_);
-      load = loaded_.insert(call.script->sha1()).second;
+      load = loaded_.insert(s.sha1()).second;
     }
-    if (load) req.push("SCRIPT", "LOAD", call.script->source());
+    if (load) req.push("SCRIPT", "LOAD", s.source());
     slot at{req.size(), load};
-    push_eval(req, "EVALSHA", call.script->sha1(), call.keys, call.args);
+    push_eval(req, "EVALSHA", s.sha1(), keys, args);
     return at;
   }
 
