@@ -11,8 +11,9 @@
 namespace dlock::ownership {
 
 /// `SET name token NX PX lease` to acquire; release and extend act only if
-/// the key still holds this hold's token. The token is 128 bits from the OS
-/// (getrandom), fresh for every acquisition. The key holds nothing but the
+/// the key still holds this hold's token. The token is 128 bits, fresh for
+/// every acquisition, from a per-thread ChaCha20 generator keyed from the
+/// OS (detail::random_hex). The key holds nothing but the
 /// token, as with redis-py's `Lock` and node-redlock, so their locks and
 /// this one exclude each other on the same name.
 ///
