@@ -169,7 +169,7 @@ bool floor_cycle::cycle() {
                    field, 10000);
       release.push("EVALSHA", ownership::ReentrantHash::release_script().sha1(), 3, name_,
                    ownership::ReentrantHash::channel(name_), marker("release"), ownership::ReentrantHash::unlock_message,
-                   30000, field, 10000);
+                   30000, field, 10000, "0");
       break;
     }
   }

@@ -3,6 +3,7 @@
 #include <dlock/redis/resp.hpp>
 
 #include <charconv>
+#include <cstring>
 #include <cstdio>
 
 #include <dlock/error.hpp>
@@ -175,7 +176,8 @@ namespace {
 
 template <class Range>
 void encode(std::string& out, const Range& args) {
-  // The exact size first: one allocation, not one per doubling.
+  // The exact size first, then one pass writing into it: one allocation
+  // and no per-piece bookkeeping (a lock's command is encoded per call).
   auto digits = [](std::size_t n) {
     std::size_t d = 1;
     while (n >= 10) {
@@ -186,19 +188,22 @@ void encode(std::string& out, const Range& args) {
   };
   std::size_t need = 3 + digits(std::size(args));
   for (std::string_view a : args) need += 5 + digits(a.size()) + a.size();
-  out.reserve(out.size() + need);
-  char buf[32];
+  const std::size_t at = out.size();
+  out.resize(at + need);
+  char* p = out.data() + at;
   auto header = [&](char type, std::size_t n) {
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
-    out.push_back(type);
-    out.append(buf, end);
-    out.append("\r\n");
+    *p++ = type;
+    p = std::to_chars(p, p + 20, n).ptr;
+    *p++ = '\r';
+    *p++ = '\n';
   };
   header('*', std::size(args));
   for (std::string_view a : args) {
     header('$', a.size());
-    out.append(a);
-    out.append("\r\n");
+    if (!a.empty()) std::memcpy(p, a.data(), a.size());
+    p += a.size();
+    *p++ = '\r';
+    *p++ = '\n';
   }
 }
 

@@ -250,7 +250,7 @@ TEST_CASE("a hash script given an out-of-range lease writes nothing", "[lease][l
   redis.server.command({"HSET", "bypass", field, "2"});
   std::error_code ec;
   redis.backend.eval(o::ReentrantHash::release_script(), {"bypass", "ch", "{bypass}:release:y"},
-                     {"0", "1000000000001", field, "10000"}, ec);
+                     {"0", "1000000000001", field, "10000", "0"}, ec);
   CHECK(ec == dlock::error::server_error);
   CHECK(redis.server.command({"HGET", "bypass", field}) == "2");
   CHECK(redis.server.command({"EXISTS", "{bypass}:release:y"}) == "0");

@@ -429,6 +429,28 @@ TEST_CASE("a retried release never decrements a reentrant count twice", "[unknow
   CHECK(redis.server.command({"EXISTS", "twice"}) == "0");
 }
 
+TEST_CASE("a retried release is answered from its marker even after another hold's release", "[unknown][reentrancy]") {
+  impatient_redis redis;
+  FixedHash lock(redis.backend, "interleaved", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
+  auto field = redis.backend.client_id() + ":" + FixedHash::thread_owner();
+  lock.acquire().release();  // load the scripts
+  auto first = lock.acquire(), second = lock.acquire(), third = lock.acquire();
+  CHECK(redis.server.command({"HGET", "interleaved", field}) == "3");
+  stall_server(redis.server, scaled(impatient_redis::timeout * 3 / 2));
+  std::error_code ec;
+  first.release(ec);
+  CHECK(ec == dlock::error::outcome_unknown);
+  REQUIRE(dlock::test::wait_until([&] { return redis.server.command({"HGET", "interleaved", field}) == "2"; }));
+  second.release(ec);  // a release of its own between the first's attempt and its retry
+  CHECK(!ec);
+  CHECK(redis.server.command({"HGET", "interleaved", field}) == "1");
+  first.release(ec);  // the retry: answered from the first attempt's marker
+  CHECK(!ec);
+  CHECK(redis.server.command({"HGET", "interleaved", field}) == "1");
+  third.release();
+  CHECK(redis.server.command({"EXISTS", "interleaved"}) == "0");
+}
+
 TEST_CASE("a retried Token release is resolved from the key, with no marker left behind", "[unknown]") {
   impatient_redis redis;
   FixedToken lock(redis.backend, "once", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});

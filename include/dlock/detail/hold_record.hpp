@@ -30,11 +30,15 @@ struct hold_record {
   /// so that the release script can answer a retry without acting twice.
   /// Set by the lock inside the owner's gate, right before the release.
   std::string release_id;
-  /// The release that was first sent under `release_id`, and whether the
-  /// hold was still safe to trust (remaining() above zero) when it was: an
-  /// ownership without release memory (Token) reads a retried release that
-  /// finds its key gone by it (see ownership::Token). Set by the ownership.
-  std::string first_release_id;
+  /// Whether the release named `release_id` is a retry of one sent before
+  /// (after outcome_unknown or a connection error); set by the lock with
+  /// `release_id`. Only a retry can find a release's marker, so a first
+  /// attempt need not read one.
+  bool release_retry = false;
+  /// Whether the hold was still safe to trust (remaining() above zero) when
+  /// the first attempt of this release left: an ownership without release
+  /// memory (Token) reads a retry that finds its key gone by it. Set by the
+  /// ownership.
   bool first_release_in_lease = false;
   /// Names the acquire try being sent, so that an ownership that remembers
   /// its wins (ReentrantHash) can tell whether a lost reply was a win.

@@ -27,15 +27,24 @@ struct release_memory {
   }
   std::string ttl() const { return std::to_string(window.count()); }
 
-  /// A release script with this memory: answers a retry from the marker at
-  /// KEYS[marker_key], else runs `body` (which sets the local `result`, a
-  /// number, and may return an error before writing anything) and keeps
-  /// `result` there for ARGV[ttl_arg] ms. The indices are the script's own
-  /// constants; keys and values still reach it only as KEYS and ARGV.
-  static std::string remembered(std::string_view body, int marker_key, int ttl_arg) {
+  /// "1" for a retried release, "0" for a first attempt: the release
+  /// script's retry argument.
+  static const char* retry_flag(const hold_record& rec) { return rec.release_retry ? "1" : "0"; }
+
+  /// A release script with this memory: a retry (ARGV[retry_arg] is "1") is
+  /// answered from the marker at KEYS[marker_key] when there is one; else
+  /// it runs `body` (which sets the local `result`, a number, and may return
+  /// an error before writing anything) and keeps `result` there for
+  /// ARGV[ttl_arg] ms. A first attempt skips the lookup: release ids are
+  /// unique, so only a retry can find a marker. The indices are the
+  /// script's own constants; keys and values still reach it only as KEYS
+  /// and ARGV.
+  static std::string remembered(std::string_view body, int marker_key, int ttl_arg, int retry_arg) {
     auto marker = "KEYS[" + std::to_string(marker_key) + "]";
-    std::string lua = "local prior = redis.call('GET', " + marker + ")\n"
-                      "if prior then return tonumber(prior) end\n"
+    std::string lua = "if ARGV[" + std::to_string(retry_arg) + "] == '1' then\n"
+                      "  local prior = redis.call('GET', " + marker + ")\n"
+                      "  if prior then return tonumber(prior) end\n"
+                      "end\n"
                       "local result\n";
     lua.append(body);
     lua += "redis.call('SET', " + marker + ", result, 'PX', ARGV[" + std::to_string(ttl_arg) + "])\n"

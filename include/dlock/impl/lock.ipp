@@ -252,6 +252,7 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::leave_in_background(std::share
         if (!ec) {
           if (granted) {
             rec->release_id = detail::unique_id();
+            rec->release_retry = false;
             auto [rec_ec, outcome] = co_await self->ownership_.release(self->backend_, *rec);
             if (rec_ec) self->report(rec_ec, "giving back a grant that came after its wait ended (it lapses with its lease)");
           }
@@ -275,6 +276,7 @@ template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(detail::hold_record& rec) -> asio::awaitable<acquire_result> {
   // Won, but the caller gave up: give it back before completing.
   rec.release_id = detail::unique_id();
+  rec.release_retry = false;
   auto [ec, outcome] = co_await ownership_.release(backend_, rec);
   if (ec) report(ec, "giving back a cancelled acquire (the lock lapses with its lease)");
   co_return acquire_result{asio::error::operation_aborted, nullptr};
@@ -344,6 +346,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
   if (last) keeper_.pause(rec.get());
   if (!retry) id = detail::unique_id();
   rec->release_id = id;
+  rec->release_retry = retry;
   auto [ec, outcome] = co_await ownership_.release(backend_, *rec);
   if (ec) {
     if (abandon) {

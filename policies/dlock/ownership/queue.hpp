@@ -158,7 +158,8 @@ return {0, redis.call('PTTL', KEYS[1]), tonumber(place)}
   }
 
   // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] release marker;
-  // ARGV[1] token, ARGV[2] marker ttl ms, ARGV[3] channel.
+  // ARGV[1] token, ARGV[2] marker ttl ms, ARGV[3] channel, ARGV[4] "1" for
+  // a retry.
   // 1 released (and handed on), 0 not ours. A lock found free is handed on
   // too: its holder's lease ran out, and a waiter may be next.
   static const redis::script& release_script() {
@@ -170,7 +171,7 @@ if holder == ARGV[1] then
   result = 1
 end
 if result == 1 or not holder then hand_on() end
-)lua", 4, 2));
+)lua", 4, 2, 4));
     return s;
   }
 
@@ -293,7 +294,8 @@ return out
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, detail::hold_record& rec) const {
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name),
                                   detail::release_memory::key(rec)};
-    std::vector<std::string> args{rec.owner, release_memory.ttl(), channel(rec.name)};
+    std::vector<std::string> args{rec.owner, release_memory.ttl(), channel(rec.name),
+                                  detail::release_memory::retry_flag(rec)};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
     co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
   }

@@ -78,20 +78,17 @@ return redis.call('PTTL', KEYS[1])
 
   // KEYS[1] lock, KEYS[2] channel, KEYS[3] release marker;
   // ARGV[1] unlock message, ARGV[2] lease ms, ARGV[3] owner field,
-  // ARGV[4] marker ttl ms.
+  // ARGV[4] marker ttl ms, ARGV[5] "1" for a retry.
   // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
+  // The held case, the usual one, asks one question (HEXISTS on a missing
+  // key is 0 too, so EXISTS only tells "gone" from "another's").
   static const redis::script& release_script() {
     static const redis::script s(detail::release_memory::remembered(R"lua(
 local lease = tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
   return redis.error_reply('ERR dlock: lease out of range')
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('PUBLISH', KEYS[2], ARGV[1])
-  result = 2
-elseif redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
-  result = 3
-else
+if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
   local left = redis.call('HINCRBY', KEYS[1], ARGV[3], -1)
   if left > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -101,8 +98,13 @@ else
     redis.call('PUBLISH', KEYS[2], ARGV[1])
     result = 1
   end
+elseif redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('PUBLISH', KEYS[2], ARGV[1])
+  result = 2
+else
+  result = 3
 end
-)lua", 3, 4));
+)lua", 3, 4, 5));
     return s;
   }
 
@@ -141,7 +143,7 @@ return 0
                                                                   detail::hold_record& rec) const {
     std::vector<std::string> keys{rec.name, channel(rec.name), detail::release_memory::key(rec)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
-                                  release_memory.ttl()};
+                                  release_memory.ttl(), detail::release_memory::retry_flag(rec)};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
     switch (detail::integer_of(v).value_or(-1)) {

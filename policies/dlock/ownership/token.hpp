@@ -104,11 +104,8 @@ return 0
                                                                   detail::hold_record& rec) const {
     // The first attempt of this release notes whether the hold was still
     // safe to trust when it left; a retry reads a vanished key by it.
-    const bool retry = !rec.first_release_id.empty() && rec.first_release_id == rec.release_id;
-    if (!retry) {
-      rec.first_release_id = rec.release_id;
-      rec.first_release_in_lease = rec.remaining() > milliseconds::zero();
-    }
+    const bool retry = rec.release_retry;
+    if (!retry) rec.first_release_in_lease = rec.remaining() > milliseconds::zero();
     std::vector<std::string> keys{rec.name};
     std::vector<std::string> args{rec.owner};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
