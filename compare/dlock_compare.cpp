@@ -214,8 +214,6 @@ int run(const options& o) {
   env.dlock_version = DLOCK_VERSION;
   env.git_commit = DLOCK_GIT_COMMIT;
   env.depth = o.how == depth::quick ? "quick" : o.how == depth::thorough ? "thorough" : "normal";
-  std::fprintf(stderr, "measuring the PING round trip (%d samples)\n", n.ping);
-  env.ping = ping(redis, n.ping);
 
   // This program, run again as --worker and --hold child processes.
   const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -223,7 +221,7 @@ int run(const options& o) {
   // Python takes longer to start than this program (its interpreter, then
   // redis-py): its workers get a longer head start.
   const auto python_start = std::max(n.start_delay, std::chrono::milliseconds(2000));
-  reference_plan plan{url, prefix, n.workers, {n.contention, python_start}, env.ping.p50_us};
+  reference_plan plan{url, prefix, n.workers, {n.contention, python_start}, 0};
   progress bar(names.size() * (1 + n.workers.size()) + reference_steps(plan));
   std::size_t i = 0;
   auto step = [&](const std::string& what) { bar.step(i++, what); };
@@ -236,6 +234,11 @@ int run(const options& o) {
     dlock::test::pinned pin(o.placement, private_server ? private_server->pid() : -1);
     env.placement = std::string(dlock::test::placement_name(o.placement)) + " (" + pin.describe() + ")";
     std::fprintf(stderr, "uncontended phase: placement %s\n", env.placement.c_str());
+    // The run's PING, the unit of the contention figures: pinned as well,
+    // so that it means the same from one run to the next.
+    std::fprintf(stderr, "measuring the PING round trip (%d samples)\n", n.ping);
+    env.ping = ping(redis, n.ping);
+    plan.ping_us = env.ping.p50_us;
     std::unique_ptr<dlock::test::redis_py_lock> py;
     ref = start_redis_py(self, plan, py);
     if (!ref.skipped.empty()) std::fprintf(stderr, "redis-py's Lock is not measured: %s\n", ref.skipped.c_str());

@@ -167,8 +167,8 @@ std::string table(const environment& env, const std::vector<combination_result>&
                   const std::vector<fault_result>& faults) {
   const double ping = env.ping.p50_us;
   std::string out = "PING round trip (p50): " + fmt("%.1f", ping) + " us on Redis " + env.redis_version + " (" +
-                    env.redis_target + "), " + std::to_string(env.cpu_count) + " CPUs; uncontended phase placed " +
-                    env.placement + "\n\n";
+                    env.redis_target + "), " + std::to_string(env.cpu_count) + " CPUs\nplacement of this PING and the " +
+                    "uncontended cycles: " + env.placement + "; contention runs unpinned\n\n";
   std::size_t name_w = 11, rep_w = 10;
   for (auto& r : rows) {
     name_w = std::max(name_w, r.name.size());

@@ -94,7 +94,7 @@ struct environment {
   std::string redis_version;
   std::string redis_target;  ///< "private" or the URL without credentials
   latency ping;              ///< PING round trip through the same blocking path
-  std::string placement;     ///< where the uncontended phase ran: "same (server on CPU 0, client on CPU 0)"
+  std::string placement;     ///< where the PING and the uncontended phase ran: "same (server on CPU 0, client on CPU 0)"
   unsigned cpu_count = 0;
   std::string compiler, dlock_version, git_commit, depth;
 };
