@@ -17,11 +17,12 @@
 //
 // Placement (--placement): on a small virtual machine a round trip between
 // two CPUs costs a wake-up of the other CPU, several times a round trip on
-// one CPU, and the scheduler flips between the two; so by default the
-// server's main thread is pinned to one CPU and this program (and redis-py,
-// its child) to another, every subject alike ("split"). "same" puts all on
-// one CPU, "free" pins nothing.
-//
+// one CPU, and the scheduler flips between the two; so the server's main
+// thread and this program (and redis-py, its child) are pinned, every
+// subject alike: by default all on one CPU ("same", where a cycle's time
+// is the two processes' work, as in dlock-compare); "split" puts the
+// server on one CPU and the clients on another, as a network would; "free"
+// pins nothing.
 // --only TEXT keeps the subjects whose name contains TEXT (to profile one).
 //
 //   bench_cycle [redis://URL | unix://PATH] [--rounds R] [--block N] [--placement split|same|free] [--only TEXT]
@@ -35,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <dlock/dlock.hpp>
@@ -81,6 +83,22 @@ void need(bool ok, const char* what) {
   if (!ok) throw std::runtime_error(std::string("bench_cycle: ") + what + " failed");
 }
 
+// `lock`'s cycle through both interfaces, held against the floor `floor`.
+template <class L>
+void add_lock_subjects(std::vector<subject>& subjects, const std::string& label, L& lock, const std::string& floor) {
+  subjects.push_back({label + " lock()/unlock()", [&lock](int n) {
+                        return timed(n, [&] {
+                          lock.lock();
+                          std::error_code ec;
+                          lock.unlock(ec);
+                          if (ec) throw std::system_error(ec, "bench_cycle: unlock");
+                        });
+                      }, floor, {}});
+  subjects.push_back({label + " acquire()/release()", [&lock](int n) {
+                        return timed(n, [&] { lock.acquire().release(); });
+                      }, floor, {}});
+}
+
 int usage(const char* why) {
   std::fprintf(stderr,
                "bench_cycle: %s\nusage: bench_cycle [redis://URL | unix://PATH] [--rounds R] [--block N] "
@@ -92,7 +110,7 @@ int usage(const char* why) {
 int run(int argc, char** argv) {
   int rounds = 9, block = 300;
   std::string url, only;
-  auto where = dlock::test::placement::split;
+  auto where = dlock::test::placement::same;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--only" && i + 1 < argc) {
@@ -146,30 +164,8 @@ int run(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cycle: redis-py's Lock is not measured: %s\n", e.what());
   }
-  subjects.push_back({"Token lock()/unlock()", [&](int n) {
-                        return timed(n, [&] {
-                          token.lock();
-                          token.unlock();
-                        });
-                      }, "floor: Token's commands", {}});
-  subjects.push_back({"Token acquire()/release()", [&](int n) {
-                        return timed(n, [&] { token.acquire().release(); });
-                      }, "floor: Token's commands", {}});
-  subjects.push_back({"Lock<> lock()/unlock()", [&](int n) {
-                        return timed(n, [&] {
-                          deflt.lock();
-                          deflt.unlock();
-                        });
-                      }, "floor: Lock<>'s commands", {}});
-  subjects.push_back({"Lock<> acquire()/release()", [&](int n) {
-                        return timed(n, [&] { deflt.acquire().release(); });
-                      }, "floor: Lock<>'s commands", {}});
-  // Unlock errors go to the error handler; here they must stop the run.
-  auto fail_loudly = [](std::error_code ec, const std::string& what) {
-    throw std::runtime_error("bench_cycle: " + what + ": " + ec.message());
-  };
-  token.set_error_handler(fail_loudly);
-  deflt.set_error_handler(fail_loudly);
+  add_lock_subjects(subjects, "Token", token, "floor: Token's commands");
+  add_lock_subjects(subjects, "Lock<>", deflt, "floor: Lock<>'s commands");
 
   std::erase_if(subjects, [&](const subject& s) { return s.name.find(only) == std::string::npos; });
   if (subjects.empty()) return usage("--only matches no subject");
