@@ -25,9 +25,10 @@
 #include "connect_error.hpp"
 #include "handshake.hpp"
 #include "health_check.hpp"
-#include "reconnect_backoff.hpp"
 #include "reply_stream.hpp"
 #include "request_queue.hpp"
+#include "run_fsm.hpp"
+#include "socket_connect.hpp"
 
 namespace dlock::redis {
 namespace detail {
@@ -66,6 +67,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     asio::dispatch(strand_, [self = shared_from_this()] {
       if (self->stopping_) return;
       self->stopping_ = true;
+      self->fsm_.request_stop();
       self->requests_.shut_down();
       error_code ignored;
       self->socket_.close(ignored);
@@ -115,41 +117,58 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
  private:
+  // The run loop: run_fsm decides each step, this performs it. Nothing may
+  // end the loop but stop(): it is spawned detached, so an exception would
+  // end it silently and leave every request waiting; a step that throws is
+  // a failed step.
   awaitable<void> run() {
     auto self = shared_from_this();
-    reconnect_backoff backoff(cfg_.reconnect_wait, cfg_.reconnect_wait_max);
-    while (!stopping_) {
-      reconnect_backoff::duration wait{};
+    server_address address;
+    for (auto a = fsm_.start();;) {
+      if (a.report) connect_failed(a.report, a.give_up);
+      if (a.next == run_fsm::step::done) break;
       bool thrown = false;
-      // Nothing may end this loop but stop(): it is spawned detached, so an
-      // exception would end it silently and leave every request waiting.
       try {
-        error_code ec = co_await connect_and_handshake();
-        if (stopping_) break;
-        if (ec) {
-          connect_failed(to_connect_error(ec), false);
-          wait = backoff.after_failure();
-        } else {
-          wait = backoff.after_success();
-          co_await serve();
+        switch (a.next) {
+          case run_fsm::step::resolve: {
+            auto [ec, found] = co_await resolve_address();
+            address = std::move(found);
+            a = fsm_.resolved(ec);
+            break;
+          }
+          case run_fsm::step::connect:
+            a = fsm_.connected(co_await connect_and_handshake(address));
+            break;
+          case run_fsm::step::serve:
+            co_await serve();
+            a = fsm_.served();
+            break;
+          case run_fsm::step::wait:
+            reconnect_timer_.expires_after(a.wait);
+            co_await reconnect_timer_.async_wait(use_tuple);
+            a = fsm_.waited();
+            break;
+          case run_fsm::step::done:
+            break;
         }
       } catch (...) {
         thrown = true;
       }
       if (thrown) {
-        // Say, Asio refusing the endpoint, or a connect handler that threw.
-        // Retrying may well throw again, so nothing waits for it.
         end_connection();
-        connect_failed(error::not_connected, true);
-        wait = backoff.after_failure();
+        a = fsm_.threw();
       }
-      if (stopping_) break;
-      reconnect_timer_.expires_after(wait);
-      co_await reconnect_timer_.async_wait(use_tuple);
     }
     end_connection();
     requests_.fail_all(error::shutting_down, error::outcome_unknown);
     notify_connect_waiters(error::shutting_down);
+  }
+
+  // Where to connect. One server: the settings' address, at once. (The
+  // place where a backend that must ask for its server's address, as
+  // Sentinel's does, would ask.)
+  awaitable<std::pair<error_code, server_address>> resolve_address() {
+    co_return std::pair{error_code{}, server_address::of(cfg_)};
   }
 
   // `ec` is one of dlock's connection errors; see request_queue::connect_failed.
@@ -196,8 +215,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     ~end_of_connection() { self.connected_ = false; }
   };
 
-  // Connects and runs AUTH / SELECT / CLIENT SETNAME within connect_timeout.
-  awaitable<error_code> connect_and_handshake() {
+  // Connects to `address` and runs AUTH / SELECT / CLIENT SETNAME within
+  // connect_timeout.
+  awaitable<error_code> connect_and_handshake(const server_address& address) {
     error_code ignored;
     socket_.close(ignored);
     incoming_.reset();
@@ -221,7 +241,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       self->socket_.close(ignored2);
       self->resolver_.cancel();
     });
-    error_code ec = co_await connect_socket();
+    error_code ec = co_await connect_socket(address);
     if (!ec && !stopping_) ec = co_await run_handshake();
     state->finished = true;
     watchdog.cancel();
@@ -230,42 +250,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     co_return ec;
   }
 
-  awaitable<error_code> connect_socket() {
-    error_code ec;
-    if (cfg_.kind == config::transport::unix_socket) {
-      socket_.open(asio::local::stream_protocol(), ec);
-      if (ec) co_return ec;
-      asio::local::stream_protocol::endpoint ep(cfg_.path);
-      std::tie(ec) = co_await socket_.async_connect(ep, use_tuple);
-      if (stopping_) co_return error_code(error::shutting_down);
-      co_return map_connect_error(ec);
-    }
-    auto [rec, results] = co_await resolver_.async_resolve(
-        cfg_.host, std::to_string(cfg_.port), asio::ip::resolver_base::numeric_service, use_tuple);
-    // stop() closes the socket; a socket opened after that would stay open.
-    if (stopping_) co_return error_code(error::shutting_down);
-    if (rec) co_return map_connect_error(rec);
-    ec = asio::error::host_not_found;
-    for (const auto& entry : results) {
-      asio::ip::tcp::endpoint tcp_ep = entry.endpoint();
-      error_code oec;
-      socket_.close(oec);
-      socket_.open(tcp_ep.protocol() == asio::ip::tcp::v4() ? asio::generic::stream_protocol(AF_INET, IPPROTO_TCP)
-                                                           : asio::generic::stream_protocol(AF_INET6, IPPROTO_TCP),
-                   oec);
-      if (oec) {
-        ec = oec;
-        continue;
-      }
-      std::tie(ec) = co_await socket_.async_connect(asio::generic::stream_protocol::endpoint(tcp_ep), use_tuple);
-      if (stopping_) co_return error_code(error::shutting_down);
-      if (!ec) {
-        socket_.set_option(asio::ip::tcp::no_delay(true), oec);
-        break;
-      }
-      if (ec == asio::error::operation_aborted) break;
-    }
-    co_return map_connect_error(ec);
+  awaitable<error_code> connect_socket(const server_address& address) {
+    return open_and_connect(socket_, resolver_, address, stopping_);
   }
 
   awaitable<error_code> run_handshake() {
@@ -386,6 +372,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   reply_stream incoming_;
 
   request_queue requests_;
+  run_fsm fsm_{cfg_.reconnect_wait, cfg_.reconnect_wait_max};  // the run loop's decisions
   std::vector<std::function<void(error_code)>> connect_waiters_;
   std::function<void(value&&)> push_handler_;
   std::function<void()> connect_handler_;

@@ -1,6 +1,6 @@
 // The connection's sans-I/O core with scripted times and replies, no socket
 // and no server: the request queue, the handshake, the health rule, the
-// reconnect backoff and the connect errors.
+// reconnect backoff, the connect errors and the run loop's decisions.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -19,6 +19,7 @@
 #include "../../src/redis/reconnect_backoff.hpp"
 #include "../../src/redis/reply_stream.hpp"
 #include "../../src/redis/request_queue.hpp"
+#include "../../src/redis/run_fsm.hpp"
 
 using namespace std::chrono_literals;
 using dlock::redis::request;
@@ -450,4 +451,107 @@ TEST_CASE("connect failures are reported as dlock's connection errors", "[core][
   CHECK(to_connect_error(dlock::error::server_error) == dlock::error::not_connected);
   CHECK(dlock::redis::detail::is_permanent(dlock::error::auth_failed));
   CHECK_FALSE(dlock::redis::detail::is_permanent(dlock::error::connection_refused));
+}
+
+// ---- the run loop's decisions ----------------------------------------------
+
+namespace {
+
+using dlock::redis::detail::run_fsm;
+using step = run_fsm::step;
+
+}  // namespace
+
+TEST_CASE("the run loop finds the address, connects, serves, and after a break waits the first wait", "[core][run]") {
+  run_fsm fsm(100ms, 2s);
+  auto a = fsm.start();
+  CHECK(a.next == step::resolve);
+  CHECK_FALSE(a.report);
+  a = fsm.resolved({});
+  CHECK(a.next == step::connect);
+  a = fsm.connected({});
+  CHECK(a.next == step::serve);
+  CHECK(fsm.served_once());
+  a = fsm.served();
+  CHECK(a.next == step::wait);
+  CHECK(a.wait == 100ms);
+  CHECK_FALSE(a.report);
+  CHECK(fsm.waited().next == step::resolve);
+}
+
+TEST_CASE("failed connects are reported as connection errors and back off, up to the cap", "[core][run]") {
+  run_fsm fsm(100ms, 350ms);
+  fsm.start();
+  fsm.resolved({});
+  std::vector<std::chrono::milliseconds> waits;
+  for (auto ec : {error_code(boost::asio::error::connection_refused), error_code(dlock::error::connect_timeout),
+                  error_code(boost::asio::error::eof), error_code(dlock::error::auth_failed)}) {
+    auto a = fsm.connected(ec);
+    CHECK(a.next == step::wait);
+    CHECK_FALSE(a.give_up);
+    waits.push_back(a.wait);
+    if (ec == boost::asio::error::connection_refused) CHECK(a.report == dlock::error::connection_refused);
+    if (ec == dlock::error::connect_timeout) CHECK(a.report == dlock::error::connect_timeout);
+    if (ec == boost::asio::error::eof) CHECK(a.report == dlock::error::not_connected);  // a reset mid-handshake
+    if (ec == dlock::error::auth_failed) CHECK(a.report == dlock::error::auth_failed);
+    CHECK(fsm.waited().next == step::resolve);
+    CHECK(fsm.resolved({}).next == step::connect);
+  }
+  CHECK(waits == std::vector<std::chrono::milliseconds>{100ms, 200ms, 350ms, 350ms});
+  // A connection that serves starts the waits over.
+  CHECK(fsm.connected({}).next == step::serve);
+  CHECK(fsm.served().wait == 100ms);
+}
+
+TEST_CASE("an address that cannot be found is a failed connect", "[core][run]") {
+  run_fsm fsm(100ms, 2s);
+  fsm.start();
+  auto a = fsm.resolved(boost::asio::error::host_not_found);
+  CHECK(a.next == step::wait);
+  CHECK(a.report == dlock::error::resolve_failed);
+  CHECK_FALSE(fsm.served_once());
+}
+
+TEST_CASE("a step that throws reports not_connected, gives queued requests up, and waits", "[core][run]") {
+  run_fsm fsm(100ms, 2s);
+  fsm.start();
+  auto a = fsm.threw();
+  CHECK(a.next == step::wait);
+  CHECK(a.report == dlock::error::not_connected);
+  CHECK(a.give_up);
+  CHECK(a.wait == 100ms);
+  CHECK(fsm.threw().wait == 200ms);
+}
+
+TEST_CASE("after stop, every step's outcome leads to done, with nothing reported", "[core][run]") {
+  auto stopped_at = [](int k) {
+    run_fsm fsm(100ms, 2s);
+    auto a = fsm.start();
+    for (int i = 0; i < k && a.next != step::done; ++i) {
+      switch (a.next) {
+        case step::resolve: a = fsm.resolved({}); break;
+        case step::connect: a = fsm.connected({}); break;
+        case step::serve: a = fsm.served(); break;
+        case step::wait: a = fsm.waited(); break;
+        case step::done: break;
+      }
+    }
+    fsm.request_stop();
+    return fsm;
+  };
+  for (int k = 0; k < 5; ++k) {
+    CAPTURE(k);
+    auto fsm = stopped_at(k);
+    CHECK(fsm.resolved({}).next == step::done);
+    CHECK(fsm.connected({}).next == step::done);
+    auto failed = fsm.connected(boost::asio::error::connection_refused);
+    CHECK(failed.next == step::done);
+    CHECK_FALSE(failed.report);  // a connect cut short by stop() is not a failure to report
+    CHECK(fsm.served().next == step::done);
+    CHECK(fsm.waited().next == step::done);
+    CHECK(fsm.threw().next == step::done);
+  }
+  run_fsm never_started(100ms, 2s);
+  never_started.request_stop();
+  CHECK(never_started.start().next == step::done);
 }
