@@ -291,8 +291,8 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 // Optional traits: `O::queues` (the ownership keeps a line of waiters and
 // its release grants the lock to the first live one: ownership::Queue) and
 // `W::hands_off` (the wait completes on that grant: wait::HandOff). A
-// hand-off waiter gives the host three more operations, which it calls
-// instead of trying again after a grant:
+// hand-off waiter gives the host four more operations (the first three it
+// calls instead of trying again after a grant):
 // - `before_try(rec, deadline)`: before each try, says in `rec.queue`
 //   whether that try joins the line if it fails;
 // - `granted(rec)`: after a wait, whether the lock was handed to this

@@ -43,11 +43,12 @@ namespace dlock {
 
 /// A distributed lock named `name` on `Backend`, built from three policies:
 /// - Ownership: who holds it and the Redis side of acquire/release/extend
-///   (ownership::SetNx, Token, ReentrantHash, GetSetExpiry);
+///   (ownership::SetNx, Token, ReentrantHash, GetSetExpiry, NaiveExpiry,
+///   Queue);
 /// - Renewal: how long a hold lasts and who extends it (renewal::None,
 ///   FixedLease, Watchdog);
 /// - Wait: what to do after a failed try (wait::TryOnce, Spin, Backoff,
-///   PubSub).
+///   PubSub, HandOff).
 /// The defaults make Redisson's RLock: a reentrant hash, a 30 s watchdog
 /// renewed every 10 s, and waiters woken by pub/sub.
 ///
@@ -96,7 +97,8 @@ class Lock {
 
   /// Checks the name and every policy parameter before anything reaches
   /// Redis: throws std::system_error with invalid_name (empty or longer than
-  /// 4096 bytes), invalid_lease (zero or negative) or invalid_interval.
+  /// 4096 bytes), invalid_lease (zero, negative, longer than max_lease, or
+  /// too short for its loss margin) or invalid_interval.
   Lock(BackendT& backend, std::string name, OwnershipT ownership = {}, RenewalT renewal = {},
        WaitT wait = {})
       : backend_(backend),
