@@ -87,6 +87,18 @@ enum class release_outcome {
 /// A script call: what a renewal sends, batched with others.
 using script_call = redis::script_call;
 
+/// What the reply to one hold's renewal (or one waiting hold's refresh)
+/// says. The batching engines schedule by it; the ownership reads it.
+enum class renewal_verdict {
+  renewed,     ///< extended (or, for a waiter, still in the line) when the call ran
+  gone,        ///< the key is gone or someone else's (a waiter: granted, or out of the line)
+  no_verdict,  ///< an answer the ownership cannot read: try again soon
+};
+
+/// How a renewal's reply reads: one function per ownership, so that the
+/// engine that batches renewals of many ownerships never reads a reply.
+using renewal_reader = renewal_verdict (*)(const redis::value&);
+
 // ---- The contracts ---------------------------------------------------------
 //
 // What the host (Lock) calls on each family, one concept per operation, so
@@ -170,9 +182,15 @@ concept ownership_resolve = requires(const O& o, B& b, const detail::hold_record
   { o.resolve(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, bool>>>;
 };
 /// Needed when `owner_checked`: the script the watchdog runs to extend.
+/// Its reply is read by `O::read_extend(value)` when the ownership has one
+/// (a renewal_verdict), else as the usual 1 (extended) or 0 (gone).
 template <class O>
 concept ownership_extend = !O::owner_checked || requires(const O& o, const detail::hold_record& rec) {
   { o.extend_call(rec) } -> std::same_as<script_call>;
+};
+template <class O>
+concept ownership_reads_extend = requires(const redis::value& v) {
+  { O::read_extend(v) } -> std::same_as<renewal_verdict>;
 };
 /// The channel a release publishes on (empty: it publishes nothing).
 template <class O>
@@ -305,7 +323,8 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 // answers true when a grant came first (the lock is then held); and
 // `refresh_call(name, waiters)`: one script that refreshes the entries of
 // several waiters of one lock (detail::queue_refresher batches them; the
-// waiter sets `rec.queue.refresh`, how often).
+// waiter sets `rec.queue.refresh`, how often), with `read_refresh(reply,
+// n)`, which reads that script's reply as one renewal_verdict per waiter.
 
 namespace detail {
 
@@ -319,6 +338,22 @@ template <class W>
 constexpr bool hands_off() {
   if constexpr (requires { W::hands_off; }) return static_cast<bool>(W::hands_off);
   else return false;
+}
+
+/// The usual reading of an extend script's reply: 1 extended, 0 gone;
+/// anything else (a status, an error, another number) no verdict.
+inline renewal_verdict read_extend_reply(const redis::value& v) {
+  if (v.type != redis::kind::integer) return renewal_verdict::no_verdict;
+  if (v.integer == 1) return renewal_verdict::renewed;
+  if (v.integer == 0) return renewal_verdict::gone;
+  return renewal_verdict::no_verdict;
+}
+
+/// O's reader of its extend replies: its own `read_extend`, or the usual one.
+template <class O>
+constexpr renewal_reader extend_reader() {
+  if constexpr (contract::ownership_reads_extend<O>) return &O::read_extend;
+  else return &read_extend_reply;
 }
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <dlock/dlock.hpp>
@@ -202,4 +203,35 @@ TEST_CASE("the watchdog reads +OK to a renewal as unconfirmed, not as lost or re
   std::error_code ec;
   hold.release(ec);
   CHECK(ec == dlock::error::lease_lost);
+}
+
+namespace {
+
+// A Token whose extend replies read the other way round: +OK means
+// extended. (The renewal engine must not read replies itself.)
+struct OkMeansExtended : o::Token {
+  static dlock::renewal_verdict read_extend(const dlock::redis::value& v) {
+    return v.type == dlock::redis::kind::simple_string && v.str == "OK" ? dlock::renewal_verdict::renewed
+                                                                        : dlock::renewal_verdict::no_verdict;
+  }
+};
+using OkWatchdog = dlock::Lock<dlock::RedisBackend, OkMeansExtended, r::Watchdog, w::TryOnce>;
+
+}  // namespace
+
+TEST_CASE("an ownership's own reader decides what a renewal reply means", "[replies][watchdog]") {
+  const auto lease = scaled(600ms);
+  fake_redis fake(script{{{"SET", ok}, {"PTTL", integer(600)}, {o::Token::extend_script().sha1(), ok}}});
+  dlock::RedisBackend redis(fake.url());
+  OkWatchdog lock(redis, "k", {}, r::Watchdog{lease});
+  auto hold = lock.acquire();
+  // The same +OK that the usual reader takes for no verdict (the test
+  // above) renews this hold: it outlives three leases.
+  std::this_thread::sleep_for(lease * 3);
+  CHECK(fake.count("EVALSHA") >= 3);
+  CHECK_FALSE(hold.lost());
+  fake.set_responder(script{{{o::Token::release_script().sha1(), integer(1)}}});
+  std::error_code ec;
+  hold.release(ec);
+  CHECK(!ec);
 }

@@ -138,7 +138,8 @@ class queue_refresher {
         for (std::size_t c = 0; c < batch.size(); ++c) {
           const redis::value* v = ec || c >= replies.size() ? nullptr : &replies[c];
           bool noscript = v && redis::detail::is_noscript(*v);
-          bool answered = v && v->type == redis::kind::array && v->elements.size() == batch[c].size();
+          // The ownership reads its reply (one verdict per waiter, or none).
+          const auto verdicts = v && !noscript ? O::read_refresh(*v, batch[c].size()) : std::vector<renewal_verdict>{};
           for (std::size_t i = 0; i < batch[c].size(); ++i) {
             auto it = entries.find(batch[c][i].key);
             if (it == entries.end()) continue;  // its wait ended meanwhile
@@ -150,12 +151,12 @@ class queue_refresher {
               entries.erase(it);
               continue;
             }
-            const redis::value* a = answered ? &v->elements[i] : nullptr;
+            const auto verdict = i < verdicts.size() ? verdicts[i] : renewal_verdict::no_verdict;
             auto& e = it->second;
-            if (a && a->type == redis::kind::integer && a->integer > 0) {
+            if (verdict == renewal_verdict::renewed) {
               rec->note_queued(sent);  // still waiting when this ran
               e.refreshed = std::max(e.refreshed, sent);
-            } else if (a && a->type == redis::kind::integer) {
+            } else if (verdict == renewal_verdict::gone) {
               e.poke();  // granted (its message lost) or out of the line: its own try settles it
             } else if (noscript) {
               // The server lost its scripts: this call did not run; the

@@ -16,7 +16,9 @@ namespace dlock::detail {
 
 /// Renews holds by running each one's owner-checked extend script. Entries
 /// due within half a period are renewed together, so N locks of one period
-/// cost about one round trip per half period, not N.
+/// cost about one round trip per half period, not N. It batches and
+/// schedules; each reply is read by the reader its hold came with (the
+/// ownership's read_extend).
 ///
 /// Ordering guarantee: after `remove(rec)` returns, no renewal of `rec` is
 /// queued on the backend's connection after any command the caller sends
@@ -40,10 +42,13 @@ class renewal_service {
   /// first renewal is due one period after the lease began (when the
   /// command that set it was sent), not after this call: a slow acquire
   /// reply must not push the renewal past the lease.
-  void add(const std::shared_ptr<hold_record>& rec, script_call call, milliseconds period) {
+  /// `read` says what a reply means (the ownership's reader: this engine
+  /// only batches and schedules).
+  void add(const std::shared_ptr<hold_record>& rec, script_call call, milliseconds period,
+           renewal_reader read = &read_extend_reply) {
     auto due = steady::now() + period;
     if (auto until = rec->valid_until(); until != steady::time_point::max()) due = std::min(due, until - rec->lease + period);
-    impl_->put(rec.get(), entry{rec, std::move(call), period, due}, due);
+    impl_->put(rec.get(), entry{rec, std::move(call), read, period, due}, due);
   }
 
   /// Stops renewing `rec`.
@@ -65,6 +70,7 @@ class renewal_service {
   struct entry {
     std::weak_ptr<hold_record> record;
     script_call call;
+    renewal_reader read;
     milliseconds period;
     steady::time_point next_due;
   };
@@ -144,7 +150,14 @@ class renewal_service {
             continue;
           }
           const redis::value* v = ec || i >= replies.size() ? nullptr : &replies[i];
-          if (v && v->type == redis::kind::integer && v->integer == 1) {
+          if (v && redis::detail::is_noscript(*v)) {
+            // The server lost its scripts (SCRIPT FLUSH, failover): the
+            // call did not run; the next batch loads it again, now.
+            it->second.next_due = steady::now();
+            continue;
+          }
+          const auto verdict = v ? it->second.read(*v) : renewal_verdict::no_verdict;
+          if (verdict == renewal_verdict::renewed) {
             if (rec->confirm(sent)) {
               // A later renewal may be on its way already (a round trip as
               // long as the period): never pull its schedule back.
@@ -152,13 +165,9 @@ class renewal_service {
             } else {
               entries.erase(it);  // signalled lost before this came: stays lost
             }
-          } else if (v && v->type == redis::kind::integer && v->integer == 0) {
+          } else if (verdict == renewal_verdict::gone) {
             lost.push_back(rec);  // the key is gone or someone else's
             entries.erase(it);
-          } else if (v && redis::detail::is_noscript(*v)) {
-            // The server lost its scripts (SCRIPT FLUSH, failover): the
-            // call did not run; the next batch loads it again, now.
-            it->second.next_due = steady::now();
           } else {
             // Not confirmed (connection down, outcome unknown, an unexpected
             // reply): no verdict, try again soon. If no renewal is confirmed

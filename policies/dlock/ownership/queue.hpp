@@ -249,6 +249,21 @@ return out
     return call;
   }
 
+  /// How a refresh_call's reply reads, one verdict per waiter in the order
+  /// given: renewed (still in the line: its entry was refreshed), gone
+  /// (granted, its message perhaps lost, or out of the line: its own try
+  /// settles which). Empty when the reply is not one answer per waiter.
+  static std::vector<renewal_verdict> read_refresh(const redis::value& v, std::size_t waiters) {
+    std::vector<renewal_verdict> out;
+    if (v.type != redis::kind::array || v.elements.size() != waiters) return out;
+    out.reserve(waiters);
+    for (auto& e : v.elements) {
+      if (e.type != redis::kind::integer) out.push_back(renewal_verdict::no_verdict);
+      else out.push_back(e.integer > 0 ? renewal_verdict::renewed : renewal_verdict::gone);
+    }
+    return out;
+  }
+
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, detail::hold_record& rec) const {
     auto sent = detail::steady::now();

@@ -168,6 +168,10 @@ return 0
     co_return std::pair{error_code{}, n == 1};
   }
 
+  /// An extend reply: 1 extended, 0 the key is gone or not ours; anything
+  /// else is no verdict (the renewal is tried again soon).
+  static renewal_verdict read_extend(const redis::value& v) { return detail::read_extend_reply(v); }
+
   script_call extend_call(const detail::hold_record& rec) const {
     return {&extend_script(), {rec.name}, {std::to_string(rec.lease.count()), rec.owner}};
   }
