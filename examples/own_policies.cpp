@@ -31,7 +31,7 @@ struct EagerWatchdog {
   milliseconds lease() const { return timeout; }
   milliseconds period() const { return timeout / 4; }
   milliseconds margin() const { return safety.of(timeout); }
-  std::error_code validate() const { return dlock::detail::validate_lease(timeout, safety, timeout / 4); }
+  std::error_code validate() const { return dlock::ext::validate_lease(timeout, safety, timeout / 4); }
 
   template <class B>
   using keeper = dlock::keepers::renewing<B>;
@@ -56,10 +56,10 @@ struct Linear {
     waiter(const Linear& p, B&, const std::string& /*name*/, const std::string& /*channel*/) : step(p.step), cap(p.cap) {}
     dlock::asio::awaitable<dlock::error_code> prepare() { co_return dlock::error_code{}; }
     dlock::asio::awaitable<dlock::error_code> wait(std::optional<milliseconds> /*held_for*/,
-                                                   dlock::detail::steady::time_point deadline) {
+                                                   dlock::ext::steady::time_point deadline) {
       auto pause = std::min(cap, step * ++tries);
       // Cancellable: an acquire cancelled while it sleeps ends at once.
-      co_return co_await dlock::detail::sleep_until(std::min(deadline, dlock::detail::steady::now() + pause));
+      co_return co_await dlock::ext::sleep_until(std::min(deadline, dlock::ext::steady::now() + pause));
     }
     milliseconds step, cap;
     int tries = 0;

@@ -5,6 +5,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/concepts.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/hold.hpp>
 #include <dlock/lock.hpp>
 

@@ -1,0 +1,44 @@
+// The extension API: what a policy written outside dlock uses, under names
+// that stay put (dlock::detail is dlock's own and may move). See
+// docs/writing-a-policy.md.
+#pragma once
+
+#include <dlock/concepts.hpp>
+#include <dlock/detail/commands.hpp>
+#include <dlock/detail/hold_record.hpp>
+#include <dlock/detail/release_memory.hpp>
+#include <dlock/detail/sleep.hpp>
+#include <dlock/keepers.hpp>
+
+namespace dlock::ext {
+
+/// The clock of leases, deadlines and renewals.
+using steady = detail::steady;
+/// What the lock knows about one hold: the key, the owner, the lease, the
+/// ids of the release and the try being sent (see detail::hold_record).
+using hold_record = detail::hold_record;
+/// A release that remembers its result for a retry (a marker key).
+using release_memory = detail::release_memory;
+
+// Checking a policy's numbers (error codes, nothing thrown).
+using detail::validate_lease;     // invalid_lease unless 0 < lease <= max_lease and the margin leaves some
+using detail::validate_positive;  // the given error unless the duration is above zero
+
+// Talking to Redis from a policy's coroutine: never cut short by a
+// cancellation, on the calling thread's blocking connection when the call
+// is a blocking one.
+using detail::command;  // one command, its reply (an error reply is server_error)
+using detail::eval;     // one script by SHA, NOSCRIPT handled
+using detail::exec;     // a pipeline, one reply per command
+
+// Reading replies strictly.
+using detail::cannot_resolve;     // for an ownership that cannot tell whether a lost try won
+using detail::deleted;            // a DEL-like reply (1 released, 0 not ours) as a release's outcome
+using detail::integer_of;         // the integer a reply carries, or nullopt
+using detail::may_have_run;       // whether a failed command may have run
+using detail::read_extend_reply;  // an extend script's usual reply: 1 renewed, 0 gone
+
+// Waiting.
+using detail::sleep_until;  // a cancellable sleep until a steady time point
+
+}  // namespace dlock::ext
