@@ -167,25 +167,27 @@ template <class O>
 concept ownership_make_owner = requires(const O& o, const std::string& id) {
   { o.make_owner(id, id) } -> std::convertible_to<std::string>;
 };
+// An ownership's operations take its record: detail::record_t<O>, the
+// hold_record with the ownership's own `hold_state` when it names one.
 template <class O, class B>
-concept ownership_try_acquire = requires(const O& o, B& b, detail::hold_record& rec) {
+concept ownership_try_acquire = requires(const O& o, B& b, detail::record_t<O>& rec) {
   { o.try_acquire(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, attempt>>>;
 };
 template <class O, class B>
-concept ownership_release = requires(const O& o, B& b, detail::hold_record& rec) {
+concept ownership_release = requires(const O& o, B& b, detail::record_t<O>& rec) {
   { o.release(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, release_outcome>>>;
 };
 /// Did the try whose reply was lost win? (An ownership that cannot tell
 /// answers with an error: see detail::cannot_resolve.)
 template <class O, class B>
-concept ownership_resolve = requires(const O& o, B& b, const detail::hold_record& rec) {
+concept ownership_resolve = requires(const O& o, B& b, const detail::record_t<O>& rec) {
   { o.resolve(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, bool>>>;
 };
 /// Needed when `owner_checked`: the script the watchdog runs to extend.
 /// Its reply is read by `O::read_extend(value)` when the ownership has one
 /// (a renewal_verdict), else as the usual 1 (extended) or 0 (gone).
 template <class O>
-concept ownership_extend = !O::owner_checked || requires(const O& o, const detail::hold_record& rec) {
+concept ownership_extend = !O::owner_checked || requires(const O& o, const detail::record_t<O>& rec) {
   { o.extend_call(rec) } -> std::same_as<script_call>;
 };
 template <class O>
@@ -299,34 +301,45 @@ concept Renewal = contract::renewal_traits<R> && contract::renewal_times<R> && c
 /// publishes). Its `waiter<B>` is made once per acquire; `prepare()` runs
 /// before the first wait (and only if the first try failed), then
 /// `wait(held_for, deadline)` between tries; a wait that gives up (TryOnce)
-/// returns not_acquired.
+/// returns not_acquired. A waiter may also have hooks around each try (see
+/// "Waiter hooks" below).
 template <class W, class B>
 concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contract::wait_waiter<W, B> &&
                contract::wait_prepare<W, B> && contract::wait_wait<W, B>;
 
-// ---- Hand-off: a queueing ownership and a waiter the lock is granted to ----
+// ---- Waiter hooks, and the hand-off -----------------------------------------
 //
-// Optional traits: `O::queues` (the ownership keeps a line of waiters and
-// its release grants the lock to the first live one: ownership::Queue) and
-// `W::hands_off` (the wait completes on that grant: wait::HandOff). A
-// hand-off waiter gives the host four more operations (the first three it
-// calls instead of trying again after a grant):
-// - `before_try(rec, deadline)`: before each try, says in `rec.queue`
-//   whether that try joins the line if it fails;
-// - `granted(rec)`: after a wait, whether the lock was handed to this
-//   waiter (then the host completes the acquire without a command);
-// - `done()`: the acquire is over;
-// - `poker()`: a function that wakes the waiter to try again, callable from
-//   any thread (the batched refresh calls it when it finds the lock granted
-//   or the entry gone).
-// A queueing ownership gives `leave(backend, rec)`: leaves the line, and
-// answers true when a grant came first (the lock is then held); and
-// `refresh_call(name, waiters)`: one script that refreshes the entries of
-// several waiters of one lock (detail::queue_refresher batches them; the
-// waiter sets `rec.queue.refresh`, how often), with `read_refresh(reply,
-// n)`, which reads that script's reply as one renewal_verdict per waiter.
+// Around each try the host calls a waiter's hooks, if it has them (the
+// defaults do nothing; detail::wait_steps calls them). Each hook gets the
+// lock's ownership and the hold's record (detail::record_t<O>):
+// - `before_try(o, rec, deadline)` -> awaitable<void>: before each try;
+// - `granted(o, rec)` -> bool: after a wait, whether the lock was handed to
+//   this waiter (it then confirms the lease; the host completes the acquire
+//   without a command);
+// - `after_try(o, rec_ptr, attempt)`: what a try found;
+// - `leave(o, rec_ptr, background)` -> awaitable<bool>: the acquire ends
+//   without the lock (inside the owner's gate); true when the lock is held
+//   after all. Work that must outlive the operation (a retried leave) is
+//   spawned on `background`, which the lock object waits for;
+// - `done()`: the acquire is over.
+// A hook whose signature does not match is not called: a waiter that hands
+// off (`W::hands_off`) must have them all, which Lock checks.
+//
+// The hand-off: an ownership that `queues` keeps a line of waiters and its
+// release grants the lock to the first live one (ownership::Queue); a wait
+// that `hands_off` completes on that grant (wait::HandOff). A queueing
+// ownership gives `leave(backend, rec)` (leaves the line; true when a grant
+// came first and the lock is held) and `refresh_call(name, waiters)`, one
+// script that refreshes the entries of several waiters of one lock
+// (detail::queue_refresher batches them), with `read_refresh(reply, n)`,
+// which reads that script's reply as one renewal_verdict per waiter.
+// Optionally, any ownership may give `earliest_start(rec, sent)`: when the
+// lease of a try found won by resolve() can have begun at the earliest
+// (default: when the try was sent).
 
 namespace detail {
+
+class background_work;
 
 template <class O>
 constexpr bool queues() {
@@ -356,20 +369,55 @@ constexpr renewal_reader extend_reader() {
   else return &read_extend_reply;
 }
 
+/// When the lease of a try found won by resolve() can have begun: O's own
+/// `earliest_start`, or the try's send time.
+template <class O>
+steady::time_point earliest_start(const record_t<O>& rec, steady::time_point sent) {
+  if constexpr (requires { { O::earliest_start(rec, sent) } -> std::same_as<steady::time_point>; })
+    return O::earliest_start(rec, sent);
+  else return sent;
+}
+
 }  // namespace detail
 
 namespace contract {
 
-template <class W, class B>
-concept wait_hand_off = requires(typename W::template waiter<B>& w, detail::hold_record& rec,
-                                 detail::steady::time_point deadline) {
-  { w.before_try(rec, deadline) } -> std::same_as<asio::awaitable<void>>;
-  { w.granted(rec) } -> std::convertible_to<bool>;
-  w.done();
+template <class W, class B, class O>
+concept waiter_before_try = requires(typename W::template waiter<B>& w, const O& o, detail::record_t<O>& rec,
+                                     detail::steady::time_point deadline) {
+  { w.before_try(o, rec, deadline) } -> std::same_as<asio::awaitable<void>>;
 };
+template <class W, class B, class O>
+concept waiter_granted = requires(typename W::template waiter<B>& w, const O& o, detail::record_t<O>& rec) {
+  { w.granted(o, rec) } -> std::convertible_to<bool>;
+};
+template <class W, class B, class O>
+concept waiter_after_try = requires(typename W::template waiter<B>& w, const O& o,
+                                    const std::shared_ptr<detail::record_t<O>>& rec, const attempt& at) {
+  w.after_try(o, rec, at);
+};
+template <class W, class B, class O>
+concept waiter_leave = requires(typename W::template waiter<B>& w, const O& o,
+                                const std::shared_ptr<detail::record_t<O>>& rec, detail::background_work& bg) {
+  { w.leave(o, rec, bg) } -> std::same_as<asio::awaitable<bool>>;
+};
+template <class W, class B>
+concept waiter_done = requires(typename W::template waiter<B>& w) { w.done(); };
+
+/// A waiter the lock is handed to has every hook.
+template <class W, class B, class O>
+concept wait_hand_off = waiter_before_try<W, B, O> && waiter_granted<W, B, O> && waiter_after_try<W, B, O> &&
+                        waiter_leave<W, B, O> && waiter_done<W, B>;
 template <class O, class B>
-concept ownership_leave = requires(const O& o, B& b, detail::hold_record& rec) {
+concept ownership_leave = requires(const O& o, B& b, detail::record_t<O>& rec) {
   { o.leave(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, bool>>>;
+};
+template <class O>
+concept ownership_refresh = requires(const std::string& name,
+                                     const std::vector<std::pair<std::string, milliseconds>>& waiters,
+                                     const redis::value& reply) {
+  { O::refresh_call(name, waiters) } -> std::same_as<script_call>;
+  { O::read_refresh(reply, waiters.size()) } -> std::same_as<std::vector<renewal_verdict>>;
 };
 
 }  // namespace contract

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/background.hpp>
 #include <dlock/detail/commands.hpp>
 #include <dlock/detail/hold_record.hpp>
 #include <dlock/detail/release_memory.hpp>
@@ -17,6 +18,16 @@ using steady = detail::steady;
 /// What the lock knows about one hold: the key, the owner, the lease, the
 /// ids of the release and the try being sent (see detail::hold_record).
 using hold_record = detail::hold_record;
+/// A hold record with an ownership's own per-hold state, `state`.
+template <class State>
+using hold_record_with = detail::hold_record_with<State>;
+/// The record the host makes for ownership `O` (with `O::hold_state`, if
+/// it names one): what O's operations and a waiter's hooks receive.
+template <class O>
+using record_of = detail::record_t<O>;
+/// A lock object's work that outlives a call (a waiter's retried leave):
+/// spawn(executor, task, what), report(ec, what).
+using background = detail::background_work;
 /// A release that remembers its result for a retry (a marker key).
 using release_memory = detail::release_memory;
 

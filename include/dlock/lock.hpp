@@ -3,7 +3,6 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <future>
@@ -23,15 +22,15 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/background.hpp>
 #include <dlock/detail/commands.hpp>
-#include <dlock/detail/on_exit.hpp>
+#include <dlock/detail/deadline.hpp>
 #include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/policy_checks.hpp>
-#include <dlock/detail/queue_refresher.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/run_here.hpp>
-#include <dlock/detail/sleep.hpp>
 #include <dlock/detail/spawn.hpp>
+#include <dlock/detail/wait_steps.hpp>
 #include <dlock/hold.hpp>
 
 #include <dlock/backend/redis.hpp>
@@ -150,7 +149,7 @@ class Lock {
   /// without bound).
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return try_lock_until_steady(deadline_after(d));
+    return try_lock_until_steady(detail::deadline_after(d));
   }
 
   template <class Clock, class Duration>
@@ -215,7 +214,7 @@ class Lock {
   /// As above, reporting every failure (not_acquired too) through `ec`.
   template <class Rep, class Period>
   std::optional<hold_type> try_acquire_for(const std::chrono::duration<Rep, Period>& d, std::error_code& ec) {
-    return acquire_hold_blocking(deadline_after(d), ec);
+    return acquire_hold_blocking(detail::deadline_after(d), ec);
   }
 
   /// Waits until `t` on any clock (measured as the time left on that clock,
@@ -256,7 +255,7 @@ class Lock {
   template <class Rep, class Period, class CompletionToken>
   auto async_try_acquire_for(std::string owner_id, const std::chrono::duration<Rep, Period>& d,
                              CompletionToken&& token) {
-    return async_acquire_until_steady(std::move(owner_id), deadline_after(d), std::forward<CompletionToken>(token));
+    return async_acquire_until_steady(std::move(owner_id), detail::deadline_after(d), std::forward<CompletionToken>(token));
   }
 
   /// As async_acquire, giving up with not_acquired at `t` on any clock
@@ -306,6 +305,8 @@ class Lock {
 
   static constexpr std::string_view async_prefix = "async:";
 
+  // The hold's record, with the ownership's own per-hold state if it has one.
+  using record_type = detail::record_t<OwnershipT>;
   using acquire_result = std::pair<error_code, std::shared_ptr<detail::hold_record>>;
   using release_result = std::pair<error_code, std::string>;  // and the id to retry with
 
@@ -313,7 +314,7 @@ class Lock {
   // acquire tries and releases pass one at a time.
   struct owner_entry {
     detail::owner_gate gate;
-    std::shared_ptr<detail::hold_record> rec;  // the current hold; null when none (mutex_)
+    std::shared_ptr<record_type> rec;  // the current hold; null when none (mutex_)
     std::string pending_release;  // the std interface's release to retry (mutex_)
     int users = 0;                // operations using this entry (mutex_)
   };
@@ -335,10 +336,6 @@ class Lock {
     std::shared_ptr<owner_entry> entry_;
   };
 
-  // Now + d, saturated: try_lock_for(hours::max()) means "no deadline".
-  template <class Rep, class Period>
-  static detail::steady::time_point deadline_after(const std::chrono::duration<Rep, Period>& d);
-
   int held_count(const std::string& key) const {
     std::lock_guard g(mutex_);
     auto it = owners_.find(key);
@@ -349,7 +346,7 @@ class Lock {
     return entry->rec ? entry->rec->hold_count : 0;
   }
 
-  std::shared_ptr<detail::hold_record> make_record(const std::string& key) const;
+  std::shared_ptr<record_type> make_record(const std::string& key) const;
 
   // ---- the one acquire operation ------------------------------------------
 
@@ -358,18 +355,14 @@ class Lock {
   // One acquire command; a lost or unreadable reply is resolved by asking
   // Redis, where the ownership can tell (Token: is our token there?
   // ReentrantHash: did our try leave its win marker?).
-  asio::awaitable<std::pair<error_code, attempt>> try_once(detail::hold_record& rec);
+  asio::awaitable<std::pair<error_code, attempt>> try_once(record_type& rec);
   // Releases a hold just won by an acquire whose caller cancelled it;
   // completes with operation_aborted.
-  asio::awaitable<acquire_result> give_back(detail::hold_record& rec);
-  // A queued waiter whose leave failed: keeps trying to leave until its
-  // entry has lapsed, and releases a grant it finds (on the backend's
-  // executor; ~Lock waits for it).
-  void leave_in_background(std::shared_ptr<detail::hold_record> rec);
+  asio::awaitable<acquire_result> give_back(record_type& rec);
 
   // Ends a hold that is over (lost, or its lease ran out): its keeper lets
   // go, and its holders learn it.
-  void retire(const std::shared_ptr<detail::hold_record>& rec);
+  void retire(const std::shared_ptr<record_type>& rec);
 
   asio::awaitable<std::tuple<error_code, hold_type>> acquire_hold(std::string owner_id,
                                                                   detail::steady::time_point deadline);
@@ -387,7 +380,7 @@ class Lock {
 
   // A release that failed where nobody can retry it: this process forgets
   // the hold, renewal stops with the last one, and the lock lapses.
-  void drop_one(owner_entry& entry, const std::shared_ptr<detail::hold_record>& rec);
+  void drop_one(owner_entry& entry, const std::shared_ptr<record_type>& rec);
 
   // Hold::async_release and Lock::async_release: an empty hold completes
   // with not_owner.
@@ -432,8 +425,6 @@ class Lock {
   void release_abandoned(std::string key, bool async, std::shared_ptr<detail::hold_record> rec,
                                std::string id) noexcept;
 
-  static std::string what(std::exception_ptr ep);
-
   void report(std::error_code ec, const std::string& what) noexcept;
 
   BackendT& backend_;
@@ -448,8 +439,9 @@ class Lock {
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<owner_entry>> owners_;  // by owner key
   std::function<void(std::error_code, const std::string&)> error_handler_;
-  int background_releases_ = 0;  // releases sent by destroyed holds, background leaves (mutex_)
-  std::condition_variable background_done_;
+  // Releases sent by destroyed holds and waiters' retried leaves: ~Lock
+  // waits for them.
+  detail::background_work background_{[this](std::error_code ec, const std::string& what) { report(ec, what); }};
 };
 
 }  // namespace dlock

@@ -1,4 +1,4 @@
-// expect: dlock::Lock ownership policy: lacks release(backend, hold_record&)
+// expect: dlock::Lock ownership policy: lacks release(backend, record&)
 #include <dlock/dlock.hpp>
 // Token's acquire, with no way to release.
 struct NoRelease : dlock::ownership::Token {

@@ -45,41 +45,6 @@ struct hold_record {
   std::string attempt_id;
   int hold_count = 0;  ///< reentrant depth held by this process (lock's mutex)
 
-  /// A queueing ownership's place in the lock's line of waiters
-  /// (ownership::Queue with wait::HandOff); unused by the others.
-  struct queue_place {
-    bool join = false;    ///< the next try joins the line if it fails (set by the waiter)
-    bool joined = false;  ///< a try that joins was sent: the entry may exist
-    std::chrono::milliseconds entry_ttl{0};  ///< the entry lives this long unless refreshed
-    /// No grant to this hold can have happened before this moment: the
-    /// send time of the last try whose reply said "queued" (or of the first
-    /// try that joined). A grant's lease is counted from here.
-    steady::time_point since{};
-    /// The arrival number of its stay in the line, from the last "queued"
-    /// reply: a grant message counts only if it names this place (0: none).
-    std::int64_t place = 0;
-    /// How often the entry is refreshed while it waits (set by the waiter;
-    /// the refreshes are batched per backend: detail::queue_refresher).
-    std::chrono::milliseconds refresh{0};
-  } queue;
-
-  /// A batched refresh, sent at `sent`, found this hold's token waiting in
-  /// the line: a grant to it came later. Thread-safe (the refresher runs on
-  /// the backend's I/O thread); never moves the bound back.
-  void note_queued(steady::time_point sent) noexcept {
-    auto t = sent.time_since_epoch().count();
-    auto known = queued_ns_.load(std::memory_order_relaxed);
-    while (t > known && !queued_ns_.compare_exchange_weak(known, t, std::memory_order_release)) {
-    }
-  }
-
-  /// No grant to this hold can have happened before this moment: the later
-  /// of `queue.since` (its own tries) and the last note_queued().
-  steady::time_point queue_since() const noexcept {
-    auto noted = queued_ns_.load(std::memory_order_acquire);
-    return std::max(queue.since, steady::time_point(steady::duration(noted)));
-  }
-
   /// Records that a command which set the lease to `lease`, sent at `sent`,
   /// was confirmed by the server: the key cannot expire before sent + lease
   /// (the server received it no earlier than it was sent). Never moves the
@@ -183,10 +148,33 @@ struct hold_record {
 
   std::atomic<std::int64_t> valid_until_ns_{INT64_MAX};  // steady_clock ns (written under m_)
   std::atomic<bool> lost_{false};
-  std::atomic<std::int64_t> queued_ns_{INT64_MIN};  // steady_clock ns: see note_queued
   std::mutex m_;
   std::vector<std::function<void()>> on_lost_;
   std::stop_source stop_;
 };
+
+/// A hold record with an ownership's own per-hold state beside the shared
+/// part (ownership::Queue's place in the line; a fencing token or a
+/// quorum's per-node results would go here too). The host makes one for an
+/// ownership that names its state as `hold_state`; engines that serve every
+/// ownership see only the hold_record base.
+template <class State>
+struct hold_record_with : hold_record {
+  State state;
+};
+
+/// The record the host makes for ownership `O`: hold_record_with its
+/// `O::hold_state`, or the plain hold_record.
+template <class O>
+struct record_for {
+  using type = hold_record;
+};
+template <class O>
+  requires requires { typename O::hold_state; }
+struct record_for<O> {
+  using type = hold_record_with<typename O::hold_state>;
+};
+template <class O>
+using record_t = typename record_for<O>::type;
 
 }  // namespace dlock::detail

@@ -23,10 +23,10 @@ struct policy_checks {
   static_assert(contract::ownership_traits<O>, "dlock::Lock ownership policy: lacks its traits (policy_name, owner_checked, publishes_on_release, reentrant, needs_lease) or is not nothrow-movable");
   static_assert(contract::ownership_validate<O>, "dlock::Lock ownership policy: lacks validate() returning std::error_code");
   static_assert(contract::ownership_make_owner<O>, "dlock::Lock ownership policy: lacks make_owner(client_id, owner_key) returning the owner value");
-  static_assert(contract::ownership_try_acquire<O, B>, "dlock::Lock ownership policy: lacks try_acquire(backend, hold_record&) returning awaitable<pair<error_code, attempt>>");
-  static_assert(contract::ownership_release<O, B>, "dlock::Lock ownership policy: lacks release(backend, hold_record&) returning awaitable<pair<error_code, release_outcome>>");
-  static_assert(contract::ownership_resolve<O, B>, "dlock::Lock ownership policy: lacks resolve(backend, const hold_record&) returning awaitable<pair<error_code, bool>> (answer an error when it cannot tell)");
-  static_assert(contract::ownership_extend<O>, "dlock::Lock ownership policy: says owner_checked but lacks extend_call(const hold_record&) returning script_call");
+  static_assert(contract::ownership_try_acquire<O, B>, "dlock::Lock ownership policy: lacks try_acquire(backend, record&) returning awaitable<pair<error_code, attempt>>");
+  static_assert(contract::ownership_release<O, B>, "dlock::Lock ownership policy: lacks release(backend, record&) returning awaitable<pair<error_code, release_outcome>>");
+  static_assert(contract::ownership_resolve<O, B>, "dlock::Lock ownership policy: lacks resolve(backend, const record&) returning awaitable<pair<error_code, bool>> (answer an error when it cannot tell)");
+  static_assert(contract::ownership_extend<O>, "dlock::Lock ownership policy: says owner_checked but lacks extend_call(const record&) returning script_call");
   static_assert(contract::ownership_channel<O>, "dlock::Lock ownership policy: lacks static channel(name) returning the release channel (empty when it publishes nothing)");
 
   // Renewal.
@@ -43,7 +43,14 @@ struct policy_checks {
   static_assert(contract::wait_prepare<W, B>, "dlock::Lock wait policy: its waiter lacks prepare() returning awaitable<error_code>");
   static_assert(contract::wait_wait<W, B>, "dlock::Lock wait policy: its waiter lacks wait(optional<milliseconds>, steady_clock::time_point) returning awaitable<error_code>");
 
-  static constexpr bool ok = Backend<B> && Ownership<O, B> && Renewal<R, B> && contract::renewal_start<R, B, O> && Wait<W, B>;
+  // The hand-off: a queueing ownership's line, a handing-off waiter's hooks.
+  static_assert(!queues<O>() || contract::ownership_leave<O, B>, "dlock::Lock ownership policy: says queues but lacks leave(backend, record&) returning awaitable<pair<error_code, bool>>");
+  static_assert(!queues<O>() || contract::ownership_refresh<O>, "dlock::Lock ownership policy: says queues but lacks static refresh_call(name, waiters) returning script_call and read_refresh(reply, n) returning vector<renewal_verdict>");
+  static_assert(!hands_off<W>() || contract::wait_hand_off<W, B, O>, "dlock::Lock wait policy: says hands_off but its waiter lacks one of before_try(o, rec, deadline), granted(o, rec), after_try(o, rec_ptr, attempt), leave(o, rec_ptr, background) and done() (see concepts.hpp, Waiter hooks)");
+
+  static constexpr bool ok = Backend<B> && Ownership<O, B> && Renewal<R, B> && contract::renewal_start<R, B, O> && Wait<W, B> &&
+                            (!queues<O>() || (contract::ownership_leave<O, B> && contract::ownership_refresh<O>)) &&
+                            (!hands_off<W>() || contract::wait_hand_off<W, B, O>);
 };
 
 }  // namespace dlock::detail

@@ -25,7 +25,7 @@ namespace dlock::detail {
 /// N.
 ///
 /// A refresh also looks after what a waiter's own periodic try used to:
-/// - "still waiting" raises the waiter's `queue_since()` to the batch's
+/// - "still waiting" raises the waiter's `queued_since()` to the batch's
 ///   send time (a grant to it came later: its lease is counted from there);
 /// - "holds the lock" (a grant whose message was lost) and "not in the
 ///   line" (its entry lapsed: a paused process) poke the waiter, whose own
@@ -42,15 +42,17 @@ class queue_refresher {
   queue_refresher(const queue_refresher&) = delete;
   queue_refresher& operator=(const queue_refresher&) = delete;
 
+  using record = record_t<O>;
+
   /// Refreshes `rec`'s entry (token `rec->owner` in the line of
-  /// `rec->name`, life `rec->queue.entry_ttl`) every `rec->queue.refresh`,
+  /// `rec->name`, life `rec->state.entry_ttl`) every `rec->state.refresh`,
   /// the first time one period from now (its try just refreshed it), until
   /// removed. `poke` wakes its waiter to try again; it must not block.
-  void add(const std::shared_ptr<hold_record>& rec, std::function<void()> poke) {
-    auto period = std::max(rec->queue.refresh, milliseconds(1));
+  void add(const std::shared_ptr<record>& rec, std::function<void()> poke) {
+    auto period = std::max(rec->state.refresh, milliseconds(1));
     auto due = steady::now() + period;
     impl_->put(rec.get(),
-               entry{rec, rec->name, rec->owner, rec->queue.entry_ttl, period, due, steady::now(), std::move(poke)}, due);
+               entry{rec, rec->name, rec->owner, rec->state.entry_ttl, period, due, steady::now(), std::move(poke)}, due);
   }
 
   /// Stops refreshing `rec`'s entry.
@@ -62,7 +64,7 @@ class queue_refresher {
 
  private:
   struct entry {
-    std::weak_ptr<hold_record> record;
+    std::weak_ptr<record> rec;
     std::string name, token;
     milliseconds ttl, period;
     steady::time_point next_due;
@@ -72,7 +74,7 @@ class queue_refresher {
   // One waiter in a sent script: whose (its answer has the same index).
   struct sent_refresh {
     const hold_record* key;
-    std::weak_ptr<hold_record> record;
+    std::weak_ptr<record> rec;
   };
 
   struct impl final : timer_loop<entry> {
@@ -99,13 +101,13 @@ class queue_refresher {
       std::map<std::string, std::vector<sent_refresh>> whose;
       for (auto it = entries.begin(); it != entries.end();) {
         auto& [key, e] = *it;
-        if (e.record.expired()) {
+        if (e.rec.expired()) {
           it = entries.erase(it);
           continue;
         }
         if (e.next_due <= now + e.period / 2) {
           waiters[e.name].emplace_back(e.token, e.ttl);
-          whose[e.name].push_back(sent_refresh{key, e.record});
+          whose[e.name].push_back(sent_refresh{key, e.rec});
           e.next_due = now + e.period;  // until this reply (or its failure) says otherwise
         }
         ++it;
@@ -144,9 +146,9 @@ class queue_refresher {
             auto it = entries.find(batch[c][i].key);
             if (it == entries.end()) continue;  // its wait ended meanwhile
             // The same address may belong to a newer waiter by now.
-            const auto& sent_for = batch[c][i].record;
-            if (!same_owner(sent_for, it->second.record)) continue;
-            auto rec = it->second.record.lock();
+            const auto& sent_for = batch[c][i].rec;
+            if (!same_owner(sent_for, it->second.rec)) continue;
+            auto rec = it->second.rec.lock();
             if (!rec) {
               entries.erase(it);
               continue;
@@ -154,7 +156,7 @@ class queue_refresher {
             const auto verdict = i < verdicts.size() ? verdicts[i] : renewal_verdict::no_verdict;
             auto& e = it->second;
             if (verdict == renewal_verdict::renewed) {
-              rec->note_queued(sent);  // still waiting when this ran
+              rec->state.note_queued(sent);  // still waiting when this ran
               e.refreshed = std::max(e.refreshed, sent);
             } else if (verdict == renewal_verdict::gone) {
               e.poke();  // granted (its message lost) or out of the line: its own try settles it

@@ -29,24 +29,9 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::entry_use::~entry_use() {
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-template <class Rep, class Period>
-detail::steady::time_point Lock<BackendT, OwnershipT, RenewalT, WaitT>::deadline_after(
-    const std::chrono::duration<Rep, Period>& d) {
-  auto now = detail::steady::now();
-  if (d <= d.zero()) return now;
-  using fsec = std::chrono::duration<double>;
-  if (std::chrono::duration_cast<fsec>(d) >= std::chrono::duration_cast<fsec>(detail::steady::time_point::max() - now))
-    return detail::steady::time_point::max();
-  return now + std::chrono::ceil<detail::steady::duration>(d);
-}
-
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
   bool can_wait = !backend_.on_io_thread();
-  if (can_wait) {
-    std::unique_lock g(mutex_);
-    background_done_.wait(g, [&] { return background_releases_ == 0; });
-  }
+  if (can_wait) background_.wait_idle();
   std::vector<std::pair<std::string, std::shared_ptr<owner_entry>>> left;
   {
     std::lock_guard g(mutex_);
@@ -91,27 +76,13 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   };
 
   entry_use entry(this, key, true);
-  typename WaitT::template waiter<BackendT> waiter(wait_, backend_, name_, OwnershipT::channel(name_));
-  constexpr bool hand_off = detail::hands_off<WaitT>();
-  std::shared_ptr<detail::hold_record> fresh;  // ours if we win a free lock
+  detail::wait_steps<WaitT, BackendT, OwnershipT> steps(wait_, backend_, ownership_, name_);
+  std::shared_ptr<record_type> fresh;  // ours if we win a free lock
   bool prepared = false;
 
-  // While `fresh` waits in a queueing ownership's line, the backend's
-  // batched refresher keeps its entry alive; it stops when the wait ends,
-  // however it ends (the guard below runs before `fresh` goes).
-  bool refreshing = false;
-  auto stop_refreshing = [&] {
-    if constexpr (hand_off && detail::queues<OwnershipT>()) {
-      if (std::exchange(refreshing, false))
-        backend_.template use_service<detail::queue_refresher<BackendT, OwnershipT>>().remove(fresh.get());
-    }
-  };
-  detail::on_exit refresher_guard{stop_refreshing};
-
   // The lock is ours: count the hold, start its renewal.
-  auto take = [&](const std::shared_ptr<detail::hold_record>& rec) {
-    stop_refreshing();
-    if constexpr (hand_off) waiter.done();
+  auto take = [&](const std::shared_ptr<record_type>& rec) {
+    steps.done();
     bool first = false;
     {
       std::lock_guard g(mutex_);
@@ -131,7 +102,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       // owner runs: Redis's hold count and ours move together.
       co_await entry->gate.enter();
       detail::gate_pass pass(entry->gate);
-      std::shared_ptr<detail::hold_record> rec, retired;
+      std::shared_ptr<record_type> rec, retired;
       {
         std::lock_guard g(mutex_);
         // A hold found lost, or whose lease ran out unrenewed, is over:
@@ -141,46 +112,30 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         rec = entry->rec;
       }
       if (retired) retire(retired);
-      if (rec) {
-        if constexpr (!OwnershipT::reentrant) {
-          ended = error::already_held;
-          break;
-        }
-      } else {
+      if (rec && !OwnershipT::reentrant) {
+        ended = error::already_held;
+        break;
+      }
+      if (!rec) {
         if (!fresh) fresh = make_record(key);
         rec = fresh;
       }
-      bool handed = false;
-      if constexpr (hand_off) {
-        // A grant needs no try: the release already made us the owner.
-        handed = waiter.granted(*rec);
-        if (handed) {
-          rec->confirm(rec->queue_since());
-          at = attempt{true, std::nullopt};
-        } else {
-          co_await waiter.before_try(*rec, deadline);
-        }
-      }
-      if (!handed) {
+      // A grant needs no try: the release already made us the owner.
+      if (steps.granted(*rec)) {
+        at = attempt{true, std::nullopt};
+      } else {
+        co_await steps.before_try(*rec, deadline);
         auto [ec, won] = co_await try_once(*rec);
         if (ec) {
           ended = ec;
           break;
         }
         at = won;
-        if constexpr (hand_off && detail::queues<OwnershipT>()) {
-          // Queued: from now on its entry is refreshed with the backend's
-          // other waiters' (a try refreshes it too, and restarts the period).
-          if (!at.acquired && rec == fresh && rec->queue.joined && rec->queue.place != 0) {
-            backend_.template use_service<detail::queue_refresher<BackendT, OwnershipT>>().add(fresh, waiter.poker());
-            refreshing = true;
-          }
-        }
+        steps.after_try(rec, at);
       }
       if (at.acquired) {
-        if constexpr (detail::queues<OwnershipT>()) rec->queue = {};
         if (co_await cancelled()) {
-          if constexpr (hand_off) waiter.done();
+          steps.done();
           co_return co_await give_back(*rec);
         }
         co_return take(rec);
@@ -198,35 +153,26 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       // Only a contended acquire pays for the wait's set-up (PubSub's
       // SUBSCRIBE).
       prepared = true;
-      if ((ended = co_await waiter.prepare())) break;
+      if ((ended = co_await steps.prepare())) break;
     }
-    if ((ended = co_await waiter.wait(at.held_for, deadline))) break;
+    if ((ended = co_await steps.wait(at.held_for, deadline))) break;
   }
-  // Ending without the lock. A waiter in a queue leaves it first, in the
-  // script that checks for a grant: a grant that came before is kept (given
-  // back if the caller cancelled, or if this owner already holds the lock).
-  if constexpr (detail::queues<OwnershipT>()) {
-    if (fresh && fresh->queue.joined) {
-      co_await entry->gate.enter();
-      detail::gate_pass pass(entry->gate);
-      auto [lec, granted] = co_await ownership_.leave(backend_, *fresh);
-      if (lec) {
-        // Still in the line as far as we know: a grant may yet come, and
-        // must not sit unused until its lease ends.
-        leave_in_background(fresh);
-      } else if (granted) {
-        fresh->queue = {};
-        waiter.done();
-        if (ended == asio::error::operation_aborted || ended == error::already_held) {
-          auto given = co_await give_back(*fresh);
-          if (ended == error::already_held) given.first = ended;
-          co_return given;
-        }
-        co_return take(fresh);
+  // Ending without the lock: the waiter leaves whatever it joined (a
+  // queue's line, in the script that checks for a grant). A grant that came
+  // before is kept, or given back if the caller cancelled or this owner
+  // already holds the lock.
+  if (fresh) {
+    co_await entry->gate.enter();
+    detail::gate_pass pass(entry->gate);
+    if (co_await steps.leave(fresh, background_)) {
+      if (ended == asio::error::operation_aborted || ended == error::already_held) {
+        auto given = co_await give_back(*fresh);
+        if (ended == error::already_held) given.first = ended;
+        co_return given;
       }
+      co_return take(fresh);
     }
   }
-  if constexpr (hand_off) waiter.done();
   co_return acquire_result{ended, nullptr};
 }
 
@@ -235,45 +181,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
 #endif
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-void Lock<BackendT, OwnershipT, RenewalT, WaitT>::leave_in_background(std::shared_ptr<detail::hold_record> rec) {
-  if constexpr (detail::queues<OwnershipT>()) {
-    {
-      std::lock_guard g(mutex_);
-      ++background_releases_;  // ~Lock waits for it
-    }
-    auto task = [](Lock* self, std::shared_ptr<detail::hold_record> rec) -> asio::awaitable<void> {
-      // Until the entry has surely lapsed (its life, plus slack for clocks
-      // and delays), keep trying to leave; a grant found on the way is
-      // released at once, which hands the lock on.
-      auto until = detail::steady::now() + rec->queue.entry_ttl + std::chrono::seconds(1);
-      error_code last;
-      do {
-        auto [ec, granted] = co_await self->ownership_.leave(self->backend_, *rec);
-        if (!ec) {
-          if (granted) {
-            rec->release_id = detail::unique_id();
-            rec->release_retry = false;
-            auto [rec_ec, outcome] = co_await self->ownership_.release(self->backend_, *rec);
-            if (rec_ec) self->report(rec_ec, "giving back a grant that came after its wait ended (it lapses with its lease)");
-          }
-          co_return;
-        }
-        last = ec;
-        co_await detail::sleep_until(detail::steady::now() + std::chrono::milliseconds(100));
-      } while (detail::steady::now() < until);
-      self->report(last, "leaving the lock's queue (the entry lapsed by itself)");
-    };
-    asio::co_spawn(asio::make_strand(backend_.get_executor()), task(this, std::move(rec)),
-                   [this](std::exception_ptr ep) {
-                     if (ep) report(make_error_code(error::unexpected_exception), "leaving the lock's queue: " + what(ep));
-                     std::lock_guard g(mutex_);
-                     if (--background_releases_ == 0) background_done_.notify_all();
-                   });
-  }
-}
-
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(detail::hold_record& rec) -> asio::awaitable<acquire_result> {
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(record_type& rec) -> asio::awaitable<acquire_result> {
   // Won, but the caller gave up: give it back before completing.
   rec.release_id = detail::unique_id();
   rec.release_retry = false;
@@ -283,25 +191,23 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(detail::hold_record&
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_once(detail::hold_record& rec) {
+asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_once(record_type& rec) {
   rec.attempt_id = detail::unique_id();
   auto sent = detail::steady::now();
   auto [ec, at] = co_await ownership_.try_acquire(backend_, rec);
   if (detail::may_have_run(ec)) {
     auto [rec_ec, won] = co_await ownership_.resolve(backend_, rec);
     if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
-    // A queued waiter may have been granted before this try: its lease
-    // began after `since`, which is earlier than `sent`.
-    if constexpr (detail::queues<OwnershipT>())
-      if (rec.queue.joined) sent = std::min(sent, rec.queue_since());
-    if (won) rec.confirm(sent);
+    // The lease began after the try was sent, or earlier where the
+    // ownership says so (a waiter granted while in a queue's line).
+    if (won) rec.confirm(detail::earliest_start<OwnershipT>(rec, sent));
     co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
   }
   co_return std::pair{ec, at};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-void Lock<BackendT, OwnershipT, RenewalT, WaitT>::retire(const std::shared_ptr<detail::hold_record>& rec) {
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::retire(const std::shared_ptr<record_type>& rec) {
   keeper_.end(rec.get());
   rec->mark_lost();
 }
@@ -327,7 +233,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
   if (!entry) co_return gone();
   co_await entry->gate.enter();
   detail::gate_pass pass(entry->gate);
-  std::shared_ptr<detail::hold_record> rec;
+  std::shared_ptr<record_type> rec;
   bool last = false;
   {
     std::lock_guard g(mutex_);
@@ -384,7 +290,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-void Lock<BackendT, OwnershipT, RenewalT, WaitT>::drop_one(owner_entry& entry, const std::shared_ptr<detail::hold_record>& rec) {
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::drop_one(owner_entry& entry, const std::shared_ptr<record_type>& rec) {
   bool ended = false;
   {
     std::lock_guard g(mutex_);
@@ -463,22 +369,19 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_abandoned(std::string 
                                                              std::string id) noexcept {
   try {
     if (async || backend_.on_io_thread()) {
-      {
-        std::lock_guard g(mutex_);
-        ++background_releases_;
-      }
-      asio::co_spawn(asio::make_strand(backend_.get_executor()), release_op(std::move(key), rec, std::move(id), true),
-                     [this](std::exception_ptr ep, release_result r) {
-                       if (ep) report(make_error_code(error::unexpected_exception), "release in ~Hold: " + what(ep));
-                       else if (r.first) report(r.first, "release in ~Hold");
-                       std::lock_guard g(mutex_);
-                       if (--background_releases_ == 0) background_done_.notify_all();
-                     });
+      auto task = [](Lock* self, std::string key, std::shared_ptr<detail::hold_record> rec,
+                     std::string id) -> asio::awaitable<void> {
+        auto [ec, retry_id] = co_await self->release_op(std::move(key), std::move(rec), std::move(id), true);
+        if (ec) self->report(ec, "release in ~Hold");
+      };
+      background_.spawn(backend_.get_executor(), task(this, std::move(key), std::move(rec), std::move(id)),
+                        "release in ~Hold");
       return;
     }
     if (auto ec = release_blocking(key, std::move(rec), std::move(id), true).first) report(ec, "release in ~Hold");
   } catch (...) {
-    report(make_error_code(error::unexpected_exception), "release in ~Hold: " + what(std::current_exception()));
+    report(make_error_code(error::unexpected_exception),
+           "release in ~Hold: " + detail::background_work::describe(std::current_exception()));
   }
 }
 
@@ -498,8 +401,8 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::report(std::error_code ec, con
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-std::shared_ptr<detail::hold_record> Lock<BackendT, OwnershipT, RenewalT, WaitT>::make_record(const std::string& key) const {
-  auto rec = std::make_shared<detail::hold_record>();
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::make_record(const std::string& key) const -> std::shared_ptr<record_type> {
+  auto rec = std::make_shared<record_type>();
   rec->name = name_;
   rec->owner = ownership_.make_owner(backend_.client_id(), key);
   rec->lease = renewal_.lease();
@@ -532,17 +435,6 @@ template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 void Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle(hold_type& hold, const error_code& ec, std::string id) {
   if (hold_type::keep_after(ec)) hold.release_id_ = std::move(id);
   else hold.forget();
-}
-
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-std::string Lock<BackendT, OwnershipT, RenewalT, WaitT>::what(std::exception_ptr ep) {
-  try {
-    std::rethrow_exception(ep);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
 }
 
 }  // namespace dlock

@@ -2,6 +2,9 @@
 // release hands the lock in the same atomic step (with wait::HandOff).
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +42,55 @@ namespace dlock::ownership {
 /// table enforces. Not reentrant: the same owner acquiring twice fails with
 /// already_held.
 struct Queue : Token {
+  /// What a waiting hold keeps beside its record (hold_state): its place in
+  /// the lock's line of waiters. wait::HandOff's waiter sets how it joins;
+  /// Queue's scripts fill in where it stands.
+  struct place_in_line {
+    bool join = false;    ///< the next try joins the line if it fails (set by the waiter)
+    bool joined = false;  ///< a try that joins was sent: the entry may exist
+    milliseconds entry_ttl{0};  ///< the entry lives this long unless refreshed (set by the waiter)
+    /// How often the entry is refreshed while it waits (set by the waiter;
+    /// the refreshes are batched per backend: detail::queue_refresher).
+    milliseconds refresh{0};
+    /// No grant to this hold can have happened before this moment: the
+    /// send time of the last try whose reply said "queued" (or of the first
+    /// try that joined). A grant's lease is counted from here.
+    detail::steady::time_point since{};
+    /// The arrival number of its stay in the line, from the last "queued"
+    /// reply: a grant message counts only if it names this place (0: none).
+    std::int64_t place = 0;
+
+    /// A batched refresh, sent at `sent`, found this hold's token waiting
+    /// in the line: a grant to it came later. Thread-safe (the refresher
+    /// runs on the backend's I/O thread); never moves the bound back.
+    void note_queued(detail::steady::time_point sent) noexcept {
+      auto t = sent.time_since_epoch().count();
+      auto known = queued_ns_.load(std::memory_order_relaxed);
+      while (t > known && !queued_ns_.compare_exchange_weak(known, t, std::memory_order_release)) {
+      }
+    }
+
+    /// No grant to this hold can have happened before this moment: the
+    /// later of `since` (its own tries) and the last note_queued().
+    detail::steady::time_point queued_since() const noexcept {
+      auto noted = queued_ns_.load(std::memory_order_acquire);
+      return std::max(since, detail::steady::time_point(detail::steady::duration(noted)));
+    }
+
+    /// Out of the line (the lock was won): nothing of this stay counts.
+    void reset() noexcept {
+      join = joined = false;
+      since = {};
+      place = 0;
+      queued_ns_.store(INT64_MIN, std::memory_order_relaxed);
+    }
+
+   private:
+    std::atomic<std::int64_t> queued_ns_{INT64_MIN};  // steady_clock ns: see note_queued
+  };
+  using hold_state = place_in_line;
+  using record = detail::hold_record_with<place_in_line>;
+
   static constexpr const char* policy_name = "queue";
   static constexpr bool publishes_on_release = false;  // its messages are grants, addressed by token
   static constexpr bool needs_lease = true;
@@ -265,16 +317,17 @@ return out
   }
 
   template <class B>
-  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, detail::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, record& rec) const {
+    auto& line = rec.state;
     auto sent = detail::steady::now();
-    bool join = rec.queue.join && rec.queue.entry_ttl > milliseconds::zero();
-    if (join && !rec.queue.joined) {
-      rec.queue.joined = true;  // from here the entry may exist, whatever the reply
-      rec.queue.since = sent;
+    bool join = line.join && line.entry_ttl > milliseconds::zero();
+    if (join && !line.joined) {
+      line.joined = true;  // from here the entry may exist, whatever the reply
+      line.since = sent;
     }
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name)};
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
-                                  std::to_string(rec.queue.entry_ttl.count()), channel(rec.name),
+                                  std::to_string(line.entry_ttl.count()), channel(rec.name),
                                   backend.client_id()};
     auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
@@ -285,18 +338,20 @@ return out
     switch (*verdict) {
       case 1:
         rec.confirm(sent);
+        line.reset();
         co_return std::pair{error_code{}, attempt{true, std::nullopt}};
       case 2:
         // Granted before this try: the grant came after `since`, and the
         // key had `left` ms to live when this try ran.
         confirm_grant(rec, sent, milliseconds(*left));
+        line.reset();
         co_return std::pair{error_code{}, attempt{true, std::nullopt}};
       case 0: {
         auto place = v.elements.size() == 3 ? detail::integer_of(v.elements[2]) : std::nullopt;
         if (!place) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
         if (join) {
-          rec.queue.since = sent;  // no grant of this place before this try ran
-          rec.queue.place = *place;
+          line.since = sent;  // no grant of this place before this try ran
+          line.place = *place;
         }
         co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
       }
@@ -319,23 +374,33 @@ return out
   /// the same script that checks for a grant: true when the lock was
   /// granted first, and is held now.
   template <class B>
-  asio::awaitable<std::pair<error_code, bool>> leave(B& backend, detail::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, bool>> leave(B& backend, record& rec) const {
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name)};
     std::vector<std::string> args{rec.owner, channel(rec.name)};
     auto [ec, v] = co_await detail::eval(backend, leave_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, false};
     auto n = detail::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};
-    rec.queue.joined = false;
-    if (*n == 1) rec.confirm(rec.queue_since());
+    if (*n == 1) {
+      rec.confirm(rec.state.queued_since());
+      rec.state.reset();
+    }
+    rec.state.joined = false;
     co_return std::pair{error_code{}, *n == 1};
   }
 
+  /// A try whose reply was lost, found won by resolve(): when its lease can
+  /// have begun at the earliest. A waiter in the line may have been granted
+  /// before that try was sent, but not before it was last seen queued.
+  static detail::steady::time_point earliest_start(const record& rec, detail::steady::time_point sent) {
+    return rec.state.joined ? std::min(sent, rec.state.queued_since()) : sent;
+  }
+
   /// A grant's lease, as far as this process can bound it: it began after
-  /// `rec.queue_since()`, and (when a try saw the key) ends no earlier than
+  /// `queued_since()`, and (when a try saw the key) ends no earlier than
   /// that try's send time plus the PTTL it read.
-  static void confirm_grant(detail::hold_record& rec, detail::steady::time_point sent, milliseconds left) {
-    rec.confirm(rec.queue_since());
+  static void confirm_grant(record& rec, detail::steady::time_point sent, milliseconds left) {
+    rec.confirm(rec.state.queued_since());
     if (left > milliseconds::zero() && left <= rec.lease) rec.confirm(sent + left - rec.lease);
   }
 };

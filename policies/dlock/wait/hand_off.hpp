@@ -14,7 +14,11 @@
 #include <boost/asio/this_coro.hpp>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/background.hpp>
 #include <dlock/detail/grant_router.hpp>
+#include <dlock/detail/queue_refresher.hpp>
+#include <dlock/detail/random.hpp>
+#include <dlock/detail/sleep.hpp>
 
 namespace dlock::wait {
 
@@ -76,21 +80,28 @@ struct HandOff {
     waiter(const HandOff& p, B& backend, const std::string& /*name*/, const std::string& channel)
         : entry_ttl_(p.entry_ttl), linger_(p.linger), backend_(backend), channel_(channel + ":" + backend.client_id()) {}
 
-    /// Before each try: tells the try whether to join the line. Only while
-    /// the backend is subscribed to the grant channel (or a grant could be
-    /// missed) and the deadline has not passed (a try_lock() never queues).
-    /// The token is registered for its grant before the first try that joins.
-    asio::awaitable<void> before_try(detail::hold_record& rec, detail::steady::time_point deadline) {
+    ~waiter() { done(); }
+    waiter(const waiter&) = delete;
+    waiter& operator=(const waiter&) = delete;
+
+    /// Before each try: tells the try whether to join the line (in the
+    /// record's place_in_line). Only while the backend is subscribed to the
+    /// grant channel (or a grant could be missed) and the deadline has not
+    /// passed (a try_lock() never queues). The token is registered for its
+    /// grant before the first try that joins.
+    template <class O, class Rec>
+    asio::awaitable<void> before_try(const O&, Rec& rec, detail::steady::time_point deadline) {
       token_ = rec.owner;
       if (!ticket_ && router().subscribed(channel_)) co_await enter();
       // A grant's lease is counted from the last "queued" reply: refresh
       // often enough that little of it is lost (a quarter of a short lease).
       refresh_ = entry_ttl_ / 3;
       if (rec.lease > milliseconds::zero()) refresh_ = std::min(refresh_, std::max(rec.lease / 4, milliseconds(1)));
-      rec.queue.entry_ttl = entry_ttl_;
-      rec.queue.refresh = refresh_;
-      rec.queue.join = ticket_ && detail::steady::now() < deadline && ticket_->ready();
-      joined_ = joined_ || rec.queue.join;
+      auto& line = rec.state;
+      line.entry_ttl = entry_ttl_;
+      line.refresh = refresh_;
+      line.join = ticket_ && detail::steady::now() < deadline && ticket_->ready();
+      joined_ = joined_ || line.join;
     }
 
     asio::awaitable<error_code> prepare() {
@@ -117,25 +128,65 @@ struct HandOff {
     }
 
     /// Whether a grant message for this waiter's current place in the line
-    /// came (taken once). A message about another place (a grant that
-    /// lapsed before this waiter joined again) only makes the next wait
-    /// return at once, so that a try asks the key.
-    bool granted(const detail::hold_record& rec) {
+    /// came (taken once); if so the grant's lease is confirmed from the
+    /// last moment the waiter was known to be queued. A message about
+    /// another place (a grant that lapsed before this waiter joined again)
+    /// only makes the next wait return at once, so that a try asks the key.
+    template <class O, class Rec>
+    bool granted(const O&, Rec& rec) {
       if (!state_ || !std::exchange(state_->granted, false)) return false;
-      if (rec.queue.place != 0 && state_->grant_place == rec.queue.place) return true;
+      if (rec.state.place != 0 && state_->grant_place == rec.state.place) {
+        rec.confirm(rec.state.queued_since());
+        rec.state.reset();
+        return true;
+      }
       state_->check = true;
       return false;
     }
 
-    /// The acquire is over: no more grants for this token.
-    void done() { ticket_.reset(); }
+    /// A try that left this waiter queued: from now on its entry is
+    /// refreshed with the backend's other waiters' (a try refreshes it too,
+    /// and restarts the period), until the acquire is over.
+    template <class O, class Rec>
+    void after_try(const O&, const std::shared_ptr<Rec>& rec, const attempt& at) {
+      if (at.acquired || stop_refresh_ || !rec->state.joined || rec->state.place == 0) return;
+      auto& refresher = backend_.template use_service<detail::queue_refresher<B, O>>();
+      refresher.add(rec, poker());
+      stop_refresh_ = [&refresher, rec] { refresher.remove(rec.get()); };
+    }
+
+    /// The acquire ends without the lock: leave the line, in the script that
+    /// checks for a grant. True when a grant came first (the lock is held).
+    /// If the script cannot be run (a dropped connection), the waiter is
+    /// still in the line as far as anyone knows, and a grant may yet come:
+    /// leaving is retried in the background until the entry has surely
+    /// lapsed, and a grant found meanwhile is released at once (which hands
+    /// the lock on), so it never sits unused until its lease ends.
+    template <class O, class Rec>
+    asio::awaitable<bool> leave(const O& o, const std::shared_ptr<Rec>& rec, detail::background_work& background) {
+      stop_refreshing();
+      if (!rec->state.joined) co_return false;
+      auto [ec, granted] = co_await o.leave(backend_, *rec);
+      if (ec) {
+        background.spawn(backend_.get_executor(), leave_later(o, backend_, rec, background),
+                         "leaving the lock's queue");
+        co_return false;
+      }
+      if (granted) done();
+      co_return granted;
+    }
+
+    /// The acquire is over: no more grants for this token, no refreshes.
+    void done() {
+      stop_refreshing();
+      ticket_.reset();
+    }
 
     /// What wakes this waiter to try again from another thread (the
     /// batched refresh, when it finds the lock granted or the entry gone).
     /// It posts to this operation's executor, so it must not be called
-    /// once the operation is over (the refresher stops when the host
-    /// removes the waiter); a poke that arrives after the waiter is gone
-    /// does nothing.
+    /// once the operation is over (the refresher stops when the waiter is
+    /// done); a poke that arrives after the waiter is gone does nothing.
     std::function<void()> poker() const {
       return [n = notify_] {
         if (n) n(false, 0);
@@ -152,6 +203,36 @@ struct HandOff {
     };
 
     detail::grant_router<B>& router() { return backend_.template use_service<detail::grant_router<B>>(); }
+
+    void stop_refreshing() {
+      if (auto stop = std::exchange(stop_refresh_, nullptr)) stop();
+    }
+
+    // Until the entry has surely lapsed (its life, plus slack for clocks and
+    // delays), keeps trying to leave; a grant found on the way is released
+    // at once. The lock object waits for this (`background`), so `o`, the
+    // backend and `background` outlive it.
+    template <class O, class Rec>
+    static asio::awaitable<void> leave_later(const O& o, B& backend, std::shared_ptr<Rec> rec,
+                                             detail::background_work& background) {
+      auto until = detail::steady::now() + rec->state.entry_ttl + std::chrono::seconds(1);
+      error_code last;
+      do {
+        auto [ec, granted] = co_await o.leave(backend, *rec);
+        if (!ec) {
+          if (granted) {
+            rec->release_id = detail::unique_id();
+            rec->release_retry = false;
+            auto [rec_ec, outcome] = co_await o.release(backend, *rec);
+            if (rec_ec) background.report(rec_ec, "giving back a grant that came after its wait ended (it lapses with its lease)");
+          }
+          co_return;
+        }
+        last = ec;
+        co_await detail::sleep_until(detail::steady::now() + std::chrono::milliseconds(100));
+      } while (detail::steady::now() < until);
+      background.report(last, "leaving the lock's queue (the entry lapsed by itself)");
+    }
 
     // Registers the token for its grants, on this operation's executor.
     asio::awaitable<void> enter() {
@@ -182,6 +263,7 @@ struct HandOff {
     bool joined_ = false;  // a try that joins the line was sent
     std::shared_ptr<signal> state_;
     std::function<void(bool, std::int64_t)> notify_;  // posts to this operation's executor
+    std::function<void()> stop_refresh_;  // set while the backend's refresher keeps the entry alive
     std::unique_ptr<typename detail::grant_router<B>::ticket> ticket_;
   };
 };
