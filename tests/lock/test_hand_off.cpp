@@ -392,3 +392,28 @@ TEST_CASE("hand-off: the batched refresh keeps a waiter whose entry just lapsed,
   CHECK(v.elements[0].integer == 7);
   CHECK(v.elements[1].integer == 0);
 }
+
+TEST_CASE("hand-off: the grant subscription outlives the last waiter by its linger, then ends", "[lock][queue]") {
+  dlock::test::private_redis redis;
+  auto other = redis.another_backend();
+  const std::string name = "linger";
+  QueueLock holder(redis.backend, name);
+  QueueLock waiter(other, name, {}, {}, w::HandOff(3000ms, scaled(2s)));
+  holder.lock();
+  std::atomic<bool> got{false};
+  auto t = try_and_release(waiter, got);
+  REQUIRE(line_reaches(redis.backend, name, 1));
+  holder.unlock();
+  t.join();
+  REQUIRE(got);
+  // The waiter is gone; its backend stays subscribed for the linger (the
+  // next contended acquire joins the line at once)...
+  auto& router = other.use_service<dlock::detail::grant_router<dlock::RedisBackend>>();
+  const auto channel = o::Queue::channel(name) + ":" + other.client_id();
+  CHECK(router.waiting(channel) == 0);
+  CHECK(router.subscribed(channel));
+  CHECK(other.subscriber().channel_count() == 1);
+  // ...and no longer.
+  CHECK(dlock::test::wait_until([&] { return other.subscriber().channel_count() == 0; }, scaled(10s)));
+  CHECK_FALSE(router.subscribed(channel));
+}

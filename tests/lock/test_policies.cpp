@@ -13,8 +13,8 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/detail/lease_watch.hpp>
-#include <dlock/detail/renewal_service.hpp>
-#include <dlock/detail/wake_groups.hpp>
+#include <dlock/renewal/detail/renewal_service.hpp>
+#include <dlock/wait/detail/wake_groups.hpp>
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>

@@ -15,8 +15,8 @@
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/background.hpp>
-#include <dlock/detail/grant_router.hpp>
-#include <dlock/detail/queue_refresher.hpp>
+#include <dlock/wait/detail/grant_router.hpp>
+#include <dlock/wait/detail/queue_refresher.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/sleep.hpp>
 

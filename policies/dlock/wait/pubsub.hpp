@@ -10,7 +10,7 @@
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/sleep.hpp>
-#include <dlock/detail/wake_groups.hpp>
+#include <dlock/wait/detail/wake_groups.hpp>
 
 namespace dlock::wait {
 
