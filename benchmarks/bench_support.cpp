@@ -167,9 +167,9 @@ bool floor_cycle::cycle() {
       const auto field = token_ + ":1";
       acquire.push("EVALSHA", ownership::ReentrantHash::acquire_script().sha1(), 2, name_, marker("acquire"), 30000,
                    field, 10000);
-      release.push("EVALSHA", ownership::ReentrantHash::release_script().sha1(), 3, name_,
-                   ownership::ReentrantHash::channel(name_), marker("release"), ownership::ReentrantHash::unlock_message,
-                   30000, field, 10000, "0");
+      release.push("EVALSHA", ownership::ReentrantHash::release_script().sha1(), 2, name_, marker("release"),
+                   ownership::ReentrantHash::unlock_message, 30000, field, 10000, "0",
+                   ownership::ReentrantHash::channel(name_));
       break;
     }
   }

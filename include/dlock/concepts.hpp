@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -23,9 +24,10 @@
 
 #include <dlock/detail/hold_record.hpp>
 #include <dlock/error.hpp>
+#include <dlock/redis/error_code.hpp>
 #include <dlock/redis/request.hpp>
-#include <dlock/redis/script.hpp>
-#include <dlock/redis/subscriber.hpp>
+#include <dlock/redis/script_cache.hpp>
+#include <dlock/redis/subscription.hpp>
 
 namespace dlock {
 
@@ -113,6 +115,9 @@ using command_token = asio::as_tuple_t<asio::use_awaitable_t<>>;
 
 // Backend: an executor, a client id, commands, scripts, subscriptions, a
 // way to tell its own threads, and one service of each type per backend.
+// Every call names the key it routes by: a backend over several servers
+// sends it to the server that holds that key (a request's commands, and a
+// script's KEYS, all lie in the slot of that key; KEYS[0] routes a script).
 template <class B>
 concept backend_executor = requires(const B& b) {
   { b.get_executor() } -> std::convertible_to<asio::any_io_executor>;
@@ -125,20 +130,45 @@ template <class B>
 concept backend_on_io_thread = requires(const B& b) {
   { b.on_io_thread() } -> std::convertible_to<bool>;
 };
+/// A pipeline routed by `key`: `void(error_code, redis::response)`.
 template <class B>
-concept backend_exec = requires(B& b, redis::request req) { b.async_exec(req, command_token{}); };
+concept backend_exec = requires(B& b, std::string_view key, redis::request req) {
+  { b.async_exec(key, req, command_token{}) } -> std::same_as<asio::awaitable<std::tuple<error_code, redis::response>>>;
+};
+/// One script call, routed by its first key: `void(error_code, redis::value)`.
 template <class B>
 concept backend_eval = requires(B& b, const redis::script& s, std::vector<std::string> v) {
-  b.async_eval(s, v, v, command_token{});
+  { b.async_eval(s, v, v, command_token{}) } -> std::same_as<asio::awaitable<std::tuple<error_code, redis::value>>>;
 };
+/// Many script calls in one round trip per server, each routed by its first
+/// key: `void(std::vector<redis::call_result>)`, one result per call, in
+/// order, each with its own error (one unreachable server costs only its
+/// own calls' verdicts).
 template <class B>
 concept backend_eval_all = requires(B& b, std::vector<script_call> calls) {
-  b.async_eval_all(calls, command_token{});
+  { b.async_eval_all(calls, command_token{}) } -> std::same_as<asio::awaitable<std::tuple<std::vector<redis::call_result>>>>;
 };
+/// Subscribes to `channel`, whose messages are published by scripts on
+/// `key`: `void(error_code, redis::subscription)`, completing once a
+/// message published from then on cannot be missed.
 template <class B>
-concept backend_subscribe = requires(B& b, std::string channel, redis::listener l) {
-  b.async_subscribe(channel, l, command_token{});
+concept backend_subscribe = requires(B& b, std::string_view key, std::string channel, redis::listener l) {
+  { b.async_subscribe(key, channel, l, command_token{}) } -> std::same_as<asio::awaitable<std::tuple<error_code, redis::subscription>>>;
 };
+/// Optional: the blocking fast path. While a `B::blocking_scope` made from
+/// the backend lives on a thread, the lock runs its operation on that
+/// thread, and `blocking_exec`/`blocking_eval` send a command from it
+/// directly (on connections of the backend's choosing), answering nullopt
+/// when they cannot (no scope here, or nothing could be written: the
+/// command then goes the asynchronous way).
+template <class B>
+concept backend_blocking =
+    std::constructible_from<typename B::blocking_scope, B&> &&
+    requires(B& b, std::string_view key, const redis::request& req, const redis::script& s,
+             const std::vector<std::string>& v) {
+      { b.blocking_exec(key, req) } -> std::same_as<std::optional<std::pair<error_code, redis::response>>>;
+      { b.blocking_eval(s, v, v) } -> std::same_as<std::optional<std::pair<error_code, redis::value>>>;
+    };
 /// A stand-in for the services the host keeps per backend (the watchdog's
 /// renewals, the lease watch): made from the backend, returned by reference.
 struct service_probe {
@@ -261,6 +291,13 @@ concept wait_wait = requires(typename W::template waiter<B>& w, std::optional<mi
 /// gives an executor, a client id and per-backend services, and tells its
 /// own threads (where blocking would deadlock). RedisBackend is the one
 /// server case.
+///
+/// Every completion follows one outcome model: a command never written is a
+/// plain error (nothing ran); one written and not answered is
+/// outcome_unknown. And one ordering rule, which the watchdog's safety rests
+/// on: calls that route by the same key reach its server in the order they
+/// were made, and complete in that order (after a renewal is taken off, the
+/// release sent next cannot be overtaken by it).
 template <class B>
 concept Backend = contract::backend_executor<B> && contract::backend_client_id<B> &&
                   contract::backend_on_io_thread<B> && contract::backend_exec<B> && contract::backend_eval<B> &&

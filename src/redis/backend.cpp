@@ -167,6 +167,24 @@ redis::blocking_connection* RedisBackend::blocking_here() const noexcept {
   return scope_owner == this ? scope_conn : nullptr;
 }
 
+std::optional<std::pair<redis::error_code, redis::response>> RedisBackend::blocking_exec(std::string_view,
+                                                                                        const redis::request& req) {
+  auto* direct = blocking_here();
+  if (!direct) return std::nullopt;
+  auto out = direct->exec(req);
+  if (out.first == condition::not_sent) return std::nullopt;  // the shared connection takes it
+  return out;
+}
+
+std::optional<std::pair<redis::error_code, redis::value>> RedisBackend::blocking_eval(
+    const redis::script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+  auto* direct = blocking_here();
+  if (!direct) return std::nullopt;
+  auto out = direct->eval(s, keys, args);
+  if (out.first == condition::not_sent) return std::nullopt;
+  return out;
+}
+
 // Runs `direct` on a pooled blocking connection; when it could not write
 // the command (condition::not_sent: no connection), runs `shared`, which
 // waits for the shared connection.

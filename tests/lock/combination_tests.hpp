@@ -17,6 +17,8 @@
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
 
+#include "backend_fixtures.hpp"
+
 #include "lock_support.hpp"
 
 namespace dlock::test {
@@ -28,19 +30,19 @@ std::string safety_note() {
   using O = typename L::ownership_type;
   using R = typename L::renewal_type;
   std::string note;
-  if constexpr (std::is_same_v<R, renewal::None>) note += "a crashed holder keeps it forever; ";
+  if constexpr (!R::expires) note += "a crashed holder keeps it forever; ";
   if constexpr (!O::owner_checked) note += "any client's release deletes it, even after expiry; ";
   if constexpr (std::is_same_v<O, ownership::SetNx> && std::is_same_v<R, renewal::FixedLease>)
     note += "a crash between SETNX and EXPIRE leaves it without expiry; ";
   if constexpr (std::is_same_v<O, ownership::GetSetExpiry>) note += "depends on every client's wall clock; ";
-  if constexpr (std::is_same_v<R, renewal::FixedLease>) note += "work longer than the lease overlaps the next holder; ";
+  if constexpr (R::expires && !R::renews) note += "work longer than the lease overlaps the next holder; ";
   if (note.empty()) note = "safe on one server (a failover can still lose it)";
   return note;
 }
 
-template <class L>
+template <class F, class L>
 void mutual_exclusion_test() {
-  private_redis redis;
+  F redis;
   const std::string name = "excl:" + L::combination_name();
   const std::string counter = name + ":counter";
   constexpr int threads = 8, per_thread = 25, processes = 4, per_process = 25;
@@ -49,7 +51,7 @@ void mutual_exclusion_test() {
   std::vector<std::unique_ptr<worker>> children;
   for (int p = 0; p < processes; ++p)
     children.push_back(std::make_unique<worker>(std::vector<std::string>{
-        "count", redis.server.url(), L::combination_name(), name, std::to_string(per_process)}));
+        "count", redis.worker_spec(), L::combination_name(), name, std::to_string(per_process)}));
   std::atomic<int> unlock_errors{0}, thrown{0};
   {
     auto lock = make_lock<L>(redis.backend, name);
@@ -58,7 +60,7 @@ void mutual_exclusion_test() {
       pool.emplace_back([&] {
         try {
           for (int i = 0; i < per_thread; ++i)
-            if (increment_under(*lock, redis.backend, counter)) ++unlock_errors;
+            if (increment_under(*lock, redis.plain(counter), counter)) ++unlock_errors;
         } catch (const std::exception& e) {
           std::fprintf(stderr, "mutual exclusion worker thread: %s\n", e.what());
           ++thrown;
@@ -73,7 +75,7 @@ void mutual_exclusion_test() {
     CHECK(c->read_line(scaled(60s)) == "done");
     CHECK(c->wait() == 0);
   }
-  CHECK(redis.server.command({"GET", counter}) ==
+  CHECK(redis.command(counter, {"GET", counter}) ==
         std::to_string(threads * per_thread + processes * per_process));
   WARN(L::combination_name() << ": exact under contention; when things fail: " << safety_note<L>());
 }
@@ -81,12 +83,12 @@ void mutual_exclusion_test() {
 /// A holder process is killed; a lock with a lease frees within it (plus one
 /// renewal period for the watchdog, whose last renewal may just have run);
 /// a lock without one is still held seconds later, and stays so.
-template <class L>
+template <class F, class L>
 void killed_holder_test() {
-  private_redis redis;
+  F redis;
   const auto lease = scaled(600ms);
   const std::string name = "crash:" + L::combination_name();
-  worker holder({"hold", redis.server.url(), L::combination_name(), name, std::to_string(lease.count())});
+  worker holder({"hold", redis.worker_spec(), L::combination_name(), name, std::to_string(lease.count())});
   REQUIRE(holder.read_line() == "acquired");
   if constexpr (!has_lease<L>) {
     holder.kill();
@@ -98,12 +100,12 @@ void killed_holder_test() {
       if (ec == error::not_acquired) std::this_thread::sleep_for(10ms);  // TryOnce returns at once
     } while (ec == error::not_acquired && std::chrono::steady_clock::now() < deadline);
     CHECK(ec == error::not_acquired);
-    CHECK(redis.server.command({"EXISTS", name}) == "1");
-    CHECK(redis.server.command({"PTTL", name}) == "-1");  // and it never will free
+    CHECK(redis.command(name, {"EXISTS", name}) == "1");
+    CHECK(redis.command(name, {"PTTL", name}) == "-1");  // and it never will free
   } else {
-    constexpr bool watchdog = std::is_same_v<typename L::renewal_type, renewal::Watchdog>;
+    constexpr bool watchdog = L::renewal_type::renews;
     if constexpr (watchdog) std::this_thread::sleep_for(lease);  // it renews meanwhile
-    REQUIRE(redis.server.command({"EXISTS", name}) == "1");
+    REQUIRE(redis.command(name, {"EXISTS", name}) == "1");
     auto killed = std::chrono::steady_clock::now();
     holder.kill();
     auto lock = make_lock<L>(redis.backend, name);
@@ -120,9 +122,9 @@ void killed_holder_test() {
   }
 }
 
-template <class L>
+template <class F, class L>
 void hold_test() {
-  private_redis redis;
+  F redis;
   const auto lease = scaled(5s);
   auto lock = make_lock<L>(redis.backend, "hold:" + L::combination_name(), lease);
   auto hold = lock->acquire();
@@ -134,7 +136,7 @@ void hold_test() {
   } else {
     CHECK(hold.remaining_lease() == std::chrono::milliseconds::max());
   }
-  CHECK(redis.server.command({"EXISTS", lock->name()}) == "1");
+  CHECK(redis.command(lock->name(), {"EXISTS", lock->name()}) == "1");
 
   // Another owner (another thread) does not get it while it is held.
   auto other = std::async(std::launch::async, [&] {
@@ -146,16 +148,16 @@ void hold_test() {
 
   hold.release();
   CHECK_FALSE(hold);
-  CHECK(redis.server.command({"EXISTS", lock->name()}) == "0");
+  CHECK(redis.command(lock->name(), {"EXISTS", lock->name()}) == "0");
   // A released hold cannot be released again.
   std::error_code ec;
   hold.release(ec);
   CHECK(ec == error::not_owner);
 }
 
-template <class L>
+template <class F, class L>
 void async_test() {
-  private_redis redis;
+  F redis;
   auto lock = make_lock<L>(redis.backend, "async:" + L::combination_name());
   auto hold = lock->async_acquire("worker-1", asio::use_future).get();
   REQUIRE(hold);
@@ -165,12 +167,12 @@ void async_test() {
   CHECK(error_of(lock->async_try_acquire_for("worker-2", 30ms, asio::use_future)) == error::not_acquired);
   hold.async_release(asio::use_future).get();
   CHECK(lock->held_by("worker-1") == 0);
-  CHECK(redis.server.command({"EXISTS", lock->name()}) == "0");
+  CHECK(redis.command(lock->name(), {"EXISTS", lock->name()}) == "0");
 }
 
-template <class L>
+template <class F, class L>
 void bad_input_test() {
-  private_redis redis;
+  F redis;
   auto code = [](auto make) -> std::error_code {
     try {
       make();
@@ -195,12 +197,12 @@ void bad_input_test() {
     CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{10ms, 5ms}); }) == error::invalid_interval);
   }
   // Nothing reached Redis.
-  CHECK(redis.server.command({"DBSIZE"}) == "0");
+  CHECK(redis.dbsize() == 0);
 }
 
-template <class L>
+template <class F, class L>
 void ownership_rules_test() {
-  private_redis redis;
+  F redis;
   auto lock = make_lock<L>(redis.backend, "owner:" + L::combination_name());
 
   // A thread that holds nothing cannot unlock, and the holder keeps it.
@@ -211,18 +213,18 @@ void ownership_rules_test() {
     return ec;
   });
   CHECK(stranger.get() == error::not_owner);
-  CHECK(redis.server.command({"EXISTS", lock->name()}) == "1");
+  CHECK(redis.command(lock->name(), {"EXISTS", lock->name()}) == "1");
 
   if constexpr (L::ownership_type::reentrant) {
     lock->lock();
     lock->lock();
     CHECK(lock->held_by_this_thread() == 3);
     auto field = redis.backend.client_id() + ":" + L::thread_owner();
-    CHECK(redis.server.command({"HGET", lock->name(), field}) == "3");
+    CHECK(redis.command(lock->name(), {"HGET", lock->name(), field}) == "3");
     lock->unlock();
-    CHECK(redis.server.command({"HGET", lock->name(), field}) == "2");
+    CHECK(redis.command(lock->name(), {"HGET", lock->name(), field}) == "2");
     lock->unlock();
-    CHECK(redis.server.command({"EXISTS", lock->name()}) == "1");
+    CHECK(redis.command(lock->name(), {"EXISTS", lock->name()}) == "1");
   } else {
     try {
       lock->lock();
@@ -232,7 +234,7 @@ void ownership_rules_test() {
     }
   }
   lock->unlock();
-  CHECK(redis.server.command({"EXISTS", lock->name()}) == "0");
+  CHECK(redis.command(lock->name(), {"EXISTS", lock->name()}) == "0");
   std::error_code ec;
   lock->unlock(ec);
   CHECK(ec == error::not_owner);
@@ -240,28 +242,40 @@ void ownership_rules_test() {
 
 }  // namespace dlock::test
 
-#define DLOCK_COMBINATION_TESTS(OWNERSHIP, TAG)                                                   \
-  TEMPLATE_LIST_TEST_CASE("mutual exclusion: 8 threads, then 4 processes", "[lock][" TAG "]",     \
-                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
-    dlock::test::mutual_exclusion_test<TestType>();                                               \
-  }                                                                                               \
-  TEMPLATE_LIST_TEST_CASE("a killed holder's lock frees within its lease", "[lock][" TAG "]",     \
-                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
-    dlock::test::killed_holder_test<TestType>();                                                  \
-  }                                                                                               \
-  TEMPLATE_LIST_TEST_CASE("a hold reports its lease and keeps others out", "[lock][" TAG "]",     \
-                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
-    dlock::test::hold_test<TestType>();                                                           \
-  }                                                                                               \
-  TEMPLATE_LIST_TEST_CASE("the async interface with explicit owner ids", "[lock][" TAG "]",      \
-                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
-    dlock::test::async_test<TestType>();                                                          \
-  }                                                                                               \
-  TEMPLATE_LIST_TEST_CASE("bad input is rejected before anything reaches Redis",                 \
-                          "[lock][" TAG "]", dlock::combinations::with_ownership_t<OWNERSHIP>) {  \
-    dlock::test::bad_input_test<TestType>();                                                      \
-  }                                                                                               \
-  TEMPLATE_LIST_TEST_CASE("owners: not_owner, reentrancy or already_held", "[lock][" TAG "]",    \
-                          dlock::combinations::with_ownership_t<OWNERSHIP>) {                     \
-    dlock::test::ownership_rules_test<TestType>();                                                \
+// Every test above, for every valid combination with OWNERSHIP on the
+// backend of FIXTURE (a type with `backend`, `worker_spec()`, `command(key,
+// args)`, `dbsize()` and `plain(key)`: see support/backend_fixtures.hpp).
+#define DLOCK_COMBINATION_TESTS_ON(FIXTURE, OWNERSHIP, TAG)                                                     \
+  using DLOCK_LIST_NAME(__LINE__) = dlock::combinations::with_ownership_t<OWNERSHIP, FIXTURE::backend_type>;    \
+  TEMPLATE_LIST_TEST_CASE("mutual exclusion: 8 threads, then 4 processes", "[lock][" TAG "]",                   \
+                          DLOCK_LIST_NAME(__LINE__)) {                                          \
+    dlock::test::mutual_exclusion_test<FIXTURE, TestType>();                                                    \
+  }                                                                                                             \
+  TEMPLATE_LIST_TEST_CASE("a killed holder's lock frees within its lease", "[lock][" TAG "]",                   \
+                          DLOCK_LIST_NAME(__LINE__)) {                                          \
+    dlock::test::killed_holder_test<FIXTURE, TestType>();                                                       \
+  }                                                                                                             \
+  TEMPLATE_LIST_TEST_CASE("a hold reports its lease and keeps others out", "[lock][" TAG "]",                   \
+                          DLOCK_LIST_NAME(__LINE__)) {                                          \
+    dlock::test::hold_test<FIXTURE, TestType>();                                                                \
+  }                                                                                                             \
+  TEMPLATE_LIST_TEST_CASE("the async interface with explicit owner ids", "[lock][" TAG "]",                    \
+                          DLOCK_LIST_NAME(__LINE__)) {                                          \
+    dlock::test::async_test<FIXTURE, TestType>();                                                               \
+  }                                                                                                             \
+  TEMPLATE_LIST_TEST_CASE("bad input is rejected before anything reaches Redis", "[lock][" TAG "]",             \
+                          DLOCK_LIST_NAME(__LINE__)) {                                          \
+    dlock::test::bad_input_test<FIXTURE, TestType>();                                                           \
+  }                                                                                                             \
+  TEMPLATE_LIST_TEST_CASE("owners: not_owner, reentrancy or already_held", "[lock][" TAG "]",                  \
+                          DLOCK_LIST_NAME(__LINE__)) {                                          \
+    dlock::test::ownership_rules_test<FIXTURE, TestType>();                                                     \
   }
+
+// The list of one expansion, named by its line (a template argument list
+// with a comma cannot be a macro argument).
+#define DLOCK_LIST_NAME(LINE) DLOCK_LIST_NAME_(LINE)
+#define DLOCK_LIST_NAME_(LINE) dlock_combinations_of_line_##LINE
+
+// On one private redis-server.
+#define DLOCK_COMBINATION_TESTS(OWNERSHIP, TAG) DLOCK_COMBINATION_TESTS_ON(dlock::test::one_server, OWNERSHIP, TAG)

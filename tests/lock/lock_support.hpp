@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 template <class L>
 typename L::renewal_type test_renewal(std::chrono::milliseconds lease) {
   using R = typename L::renewal_type;
-  if constexpr (std::is_same_v<R, renewal::None>) return R{};
+  if constexpr (!R::expires) return R{};
   else return R{lease};
 }
 
@@ -39,7 +39,7 @@ typename L::wait_type test_wait() {
 }
 
 template <class L>
-std::unique_ptr<L> make_lock(RedisBackend& backend, std::string name,
+std::unique_ptr<L> make_lock(typename L::backend_type& backend, std::string name,
                              std::chrono::milliseconds lease = scaled(10s),
                              typename L::ownership_type ownership = {}) {
   return std::make_unique<L>(backend, std::move(name), std::move(ownership), test_renewal<L>(lease),
@@ -48,7 +48,7 @@ std::unique_ptr<L> make_lock(RedisBackend& backend, std::string name,
 
 /// Whether a lock of type L has a lease (so that a crashed holder's lock frees).
 template <class L>
-constexpr bool has_lease = !std::is_same_v<typename L::renewal_type, renewal::None>;
+constexpr bool has_lease = L::renewal_type::expires;
 
 /// Takes the lock through the std interface (retrying by hand for TryOnce),
 /// then increments `counter` the unsafe way, GET then SET, and unlocks.

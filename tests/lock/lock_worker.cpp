@@ -1,6 +1,7 @@
 // A separate process for lock tests: increments a counter under a lock,
 // or takes a lock and waits to be killed, for any valid combination by name.
 //
+//   (URL: a Redis URL, or "shards:<url>,<url>" for examples::ShardedBackend)
 //   lock_worker count URL COMBINATION NAME N      N increments, then "done"
 //   lock_worker hold URL COMBINATION NAME LEASE_MS take it, print "acquired", sleep
 //   lock_worker crash-after-setnx URL NAME LEASE_MS  SetNx + FixedLease, exit between SETNX and EXPIRE
@@ -11,9 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include <dlock/combinations.hpp>
+
+#include "../../examples/sharded_backend.hpp"
 
 #include "lock_support.hpp"
 
@@ -22,6 +26,55 @@ namespace {
 int usage() {
   std::fprintf(stderr, "usage: lock_worker count|hold|line|crash-after-setnx ...\n");
   return 2;
+}
+
+// Runs `mode` for the combination named argv[3] on `backend`; `plain(key)`
+// is a RedisBackend on the server that holds `key` (the test's counters).
+template <class Backend, class Plain>
+int run(Backend& backend, Plain plain, char** argv) {
+  using namespace std::chrono_literals;
+  std::string mode = argv[1], combination = argv[3], name = argv[4];
+  long long number = std::atoll(argv[5]);
+  bool found = false;
+  int status = 0;
+  dlock::combinations::for_each<Backend>([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (found || L::combination_name() != combination) return;
+    found = true;
+    if (mode == "count") {
+      auto lock = dlock::test::make_lock<L>(backend, name);
+      const std::string counter = name + ":counter";
+      for (long long i = 0; i < number; ++i) {
+        if (auto ec = dlock::test::increment_under(*lock, plain(counter), counter)) {
+          std::fprintf(stderr, "lock_worker: unlock failed: %s\n", ec.message().c_str());
+          status = 1;
+        }
+      }
+      std::printf("done\n");
+    } else if (mode == "line") {
+      auto lock = dlock::test::make_lock<L>(backend, name);
+      std::printf("waiting\n");
+      std::fflush(stdout);
+      lock->lock();
+      plain(name + ":order").command(dlock::redis::request().push("RPUSH", name + ":order", number));
+      lock->unlock();
+      std::printf("done\n");
+    } else if (mode == "hold") {
+      auto lock = dlock::test::make_lock<L>(backend, name, std::chrono::milliseconds(number));
+      auto hold = lock->acquire();
+      std::printf("acquired\n");
+      std::fflush(stdout);
+      for (;;) std::this_thread::sleep_for(1h);
+    } else {
+      status = usage();
+    }
+  });
+  if (!found) {
+    std::fprintf(stderr, "lock_worker: no valid combination named %s\n", combination.c_str());
+    return 2;
+  }
+  std::fflush(stdout);
+  return status;
 }
 
 }  // namespace
@@ -42,48 +95,22 @@ int main(int argc, char** argv) try {
   }
 
   if (argc != 6) return usage();
-  dlock::RedisBackend redis(argv[2]);
-  std::string combination = argv[3], name = argv[4];
-  long long number = std::atoll(argv[5]);
-  bool found = false;
-  int status = 0;
-  dlock::combinations::for_each([&](auto type) {
-    using L = typename decltype(type)::type;
-    if (found || L::combination_name() != combination) return;
-    found = true;
-    if (mode == "count") {
-      auto lock = dlock::test::make_lock<L>(redis, name);
-      for (long long i = 0; i < number; ++i) {
-        if (auto ec = dlock::test::increment_under(*lock, redis, name + ":counter")) {
-          std::fprintf(stderr, "lock_worker: unlock failed: %s\n", ec.message().c_str());
-          status = 1;
-        }
-      }
-      std::printf("done\n");
-    } else if (mode == "line") {
-      auto lock = dlock::test::make_lock<L>(redis, name);
-      std::printf("waiting\n");
-      std::fflush(stdout);
-      lock->lock();
-      redis.command(dlock::redis::request().push("RPUSH", name + ":order", number));
-      lock->unlock();
-      std::printf("done\n");
-    } else if (mode == "hold") {
-      auto lock = dlock::test::make_lock<L>(redis, name, std::chrono::milliseconds(number));
-      auto hold = lock->acquire();
-      std::printf("acquired\n");
-      std::fflush(stdout);
-      for (;;) std::this_thread::sleep_for(1h);
-    } else {
-      status = usage();
+  std::string spec = argv[2];
+  if (spec.rfind("shards:", 0) == 0) {
+    // "shards:<url>,<url>,...": the same ShardedBackend as the test's.
+    std::vector<std::string> urls;
+    std::string rest = spec.substr(7);
+    for (std::size_t at = 0; at <= rest.size();) {
+      auto comma = rest.find(',', at);
+      if (comma == std::string::npos) comma = rest.size();
+      urls.push_back(rest.substr(at, comma - at));
+      at = comma + 1;
     }
-  });
-  if (!found) {
-    std::fprintf(stderr, "lock_worker: no valid combination named %s\n", combination.c_str());
-    return 2;
+    dlock::examples::ShardedBackend backend(urls);
+    return run(backend, [&](const std::string& key) -> dlock::RedisBackend& { return backend.shard_for(key); }, argv);
   }
-  std::fflush(stdout);
-  return status;
+  dlock::RedisBackend redis(spec);
+  return run(redis, [&](const std::string&) -> dlock::RedisBackend& { return redis; }, argv);
 } catch (const std::exception& e) {
   std::fprintf(stderr, "lock_worker: %s\n", e.what());
   return 1;

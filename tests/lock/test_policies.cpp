@@ -317,7 +317,7 @@ TEST_CASE("a pub/sub waiter that leaves with an unused wake passes it to the nex
   auto& line = redis.backend.use_service<groups>();
   std::atomic<int> woke_first{0}, woke_second{0};
   auto join = [&](std::atomic<int>& counter) {
-    return asio::co_spawn(redis.backend.get_executor(), line.join("news", [&counter] { ++counter; }), asio::use_future)
+    return asio::co_spawn(redis.backend.get_executor(), line.join("news", "news", [&counter] { ++counter; }), asio::use_future)
         .get();
   };
   auto [ec1, first] = join(woke_first);

@@ -119,23 +119,24 @@ TEST_CASE("many calls share one round trip, replies in order; NOSCRIPT is given 
   auto r = run({{&adder(), {"a"}, {"1"}}, {&adder(), {"b"}, {"2"}}, {&getter, {"a"}, {}}, {&adder(), {"a"}, {"3"}}});
   CHECK(redis.backend.connection().statistics().writes == writes + 1);
   REQUIRE(r.size() == 4);
-  CHECK(r[0].integer == 1);
-  CHECK(r[1].integer == 2);
-  CHECK(r[2].str == "1");
-  CHECK(r[3].integer == 4);
+  for (auto& one : r) CHECK_FALSE(one.ec);
+  CHECK(r[0].reply.integer == 1);
+  CHECK(r[1].reply.integer == 2);
+  CHECK(r[2].reply.str == "1");
+  CHECK(r[3].reply.integer == 4);
 
   // The server loses its scripts: each call answers NOSCRIPT (none ran),
   // and the next run loads them again.
   redis.server.command({"SCRIPT", "FLUSH"});
   r = run({{&adder(), {"a"}, {"1"}}, {&getter, {"a"}, {}}});
   REQUIRE(r.size() == 2);
-  CHECK(dlock::redis::detail::is_noscript(r[0]));
-  CHECK(dlock::redis::detail::is_noscript(r[1]));
+  CHECK(dlock::redis::detail::is_noscript(r[0].reply));
+  CHECK(dlock::redis::detail::is_noscript(r[1].reply));
   CHECK(redis.server.command({"GET", "a"}) == "4");
   r = run({{&adder(), {"a"}, {"1"}}, {&getter, {"a"}, {}}});
   REQUIRE(r.size() == 2);
-  CHECK(r[0].integer == 5);
-  CHECK(r[1].str == "5");
+  CHECK(r[0].reply.integer == 5);
+  CHECK(r[1].reply.str == "5");
 
   // Nothing to run completes at once, with nothing.
   CHECK(run({}).empty());

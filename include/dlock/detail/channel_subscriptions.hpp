@@ -43,6 +43,7 @@ template <class B, class Members>
 class channel_subscriptions {
  public:
   struct channel {
+    std::string key;  // routes its subscription: its messages come from scripts on this key
     Members members;
     redis::subscription sub;
     bool ready = false, subscribing = false;
@@ -73,12 +74,16 @@ class channel_subscriptions {
   std::weak_ptr<shared> weak() const { return shared_; }
 
   /// Runs `join(members)` under the mutex on `name`'s channel (made if it
-  /// is new) and returns the channel. Does not subscribe: see ready().
+  /// is new, routed by `key`: the lock whose scripts publish on it) and
+  /// returns the channel. Does not subscribe: see ready().
   template <class F>
-  std::shared_ptr<channel> enter(const std::string& name, F&& join) {
+  std::shared_ptr<channel> enter(std::string_view key, const std::string& name, F&& join) {
     std::lock_guard g(shared_->m);
     auto& slot = shared_->channels[name];
-    if (!slot) slot = std::make_shared<channel>();
+    if (!slot) {
+      slot = std::make_shared<channel>();
+      slot->key = key;
+    }
     if (slot->members.empty()) ++slot->idle_epoch;  // cancels a pending retirement
     std::forward<F>(join)(slot->members);
     return slot;
@@ -183,7 +188,7 @@ class channel_subscriptions {
       std::lock_guard lk(s->m);
       on_message(c->members, message);
     };
-    backend_.async_subscribe(name, std::move(listener), [weak, c, name](error_code ec, redis::subscription sub) {
+    backend_.async_subscribe(c->key, name, std::move(listener), [weak, c, name](error_code ec, redis::subscription sub) {
       auto s = weak.lock();
       if (!s) return;
       std::vector<std::function<void(error_code)>> joining;

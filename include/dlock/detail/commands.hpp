@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,39 +28,34 @@ inline auto uncancellable() {
   return asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable));
 }
 
-/// Runs a script and gives (error, reply) to a coroutine.
+/// Runs a script and gives (error, reply) to a coroutine (routed by its
+/// first key). A blocking caller's command goes out on its own thread.
 template <class B>
 asio::awaitable<std::pair<error_code, redis::value>> eval(B& backend, const redis::script& s,
                                                           std::vector<std::string> keys,
                                                           std::vector<std::string> args) {
-  if constexpr (requires { backend.blocking_here(); }) {
-    if (auto* direct = backend.blocking_here()) {
-      auto out = direct->eval(s, keys, args);
-      // Not written (it cannot connect): the shared connection takes it.
-      if (!(out.first == condition::not_sent)) co_return out;
-    }
+  if constexpr (contract::backend_blocking<B>) {
+    if (auto out = backend.blocking_eval(s, keys, args)) co_return std::move(*out);
   }
   auto [ec, v] = co_await backend.async_eval(s, std::move(keys), std::move(args), uncancellable());
   co_return std::pair{ec, std::move(v)};
 }
 
-/// Sends a pipeline and gives (error, replies) to a coroutine.
+/// Sends a pipeline, routed by `key` (every command of it names keys in
+/// that key's slot), and gives (error, replies) to a coroutine.
 template <class B>
-asio::awaitable<std::pair<error_code, redis::response>> exec(B& backend, redis::request req) {
-  if constexpr (requires { backend.blocking_here(); }) {
-    if (auto* direct = backend.blocking_here()) {
-      auto out = direct->exec(req);
-      if (!(out.first == condition::not_sent)) co_return out;
-    }
+asio::awaitable<std::pair<error_code, redis::response>> exec(B& backend, std::string_view key, redis::request req) {
+  if constexpr (contract::backend_blocking<B>) {
+    if (auto out = backend.blocking_exec(key, req)) co_return std::move(*out);
   }
-  auto [ec, r] = co_await backend.async_exec(std::move(req), uncancellable());
+  auto [ec, r] = co_await backend.async_exec(key, std::move(req), uncancellable());
   co_return std::pair{ec, std::move(r)};
 }
 
-/// One command's reply; an error reply becomes server_error.
+/// One command's reply, routed by `key`; an error reply becomes server_error.
 template <class B>
-asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, redis::request req) {
-  auto [ec, r] = co_await exec(backend, std::move(req));
+asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, std::string_view key, redis::request req) {
+  auto [ec, r] = co_await exec(backend, key, std::move(req));
   auto out = redis::detail::single_reply(ec, r);
   co_return out;
 }

@@ -13,10 +13,10 @@ struct policy_checks {
   static_assert(contract::backend_executor<B>, "dlock::Lock backend: lacks get_executor() returning an Asio executor (where lock operations run)");
   static_assert(contract::backend_client_id<B>, "dlock::Lock backend: lacks client_id() returning a string (the first part of owner ids)");
   static_assert(contract::backend_on_io_thread<B>, "dlock::Lock backend: lacks on_io_thread() returning bool (where blocking would deadlock)");
-  static_assert(contract::backend_exec<B>, "dlock::Lock backend: lacks async_exec(redis::request, token) (to send a pipeline)");
-  static_assert(contract::backend_eval<B>, "dlock::Lock backend: lacks async_eval(script, keys, args, token) (to run a Lua script)");
-  static_assert(contract::backend_eval_all<B>, "dlock::Lock backend: lacks async_eval_all(vector<script_call>, token) (to run many scripts in one round trip, as the watchdog does)");
-  static_assert(contract::backend_subscribe<B>, "dlock::Lock backend: lacks async_subscribe(channel, listener, token) (for pub/sub waits)");
+  static_assert(contract::backend_exec<B>, "dlock::Lock backend: lacks async_exec(key, redis::request, token) completing with (error_code, redis::response) (to send a pipeline routed by a key)");
+  static_assert(contract::backend_eval<B>, "dlock::Lock backend: lacks async_eval(script, keys, args, token) completing with (error_code, redis::value) (to run a Lua script)");
+  static_assert(contract::backend_eval_all<B>, "dlock::Lock backend: lacks async_eval_all(vector<script_call>, token) completing with (vector<redis::call_result>) (to run many scripts in one round trip, as the watchdog does)");
+  static_assert(contract::backend_subscribe<B>, "dlock::Lock backend: lacks async_subscribe(key, channel, listener, token) completing with (error_code, redis::subscription) (for pub/sub waits)");
   static_assert(contract::backend_services<B>, "dlock::Lock backend: lacks use_service<S>() returning S& (one renewal timer and lease watch per backend)");
 
   // Ownership.

@@ -150,13 +150,15 @@ class script_batches {
       // round trip could outlast a lease).
       backend.async_eval_all(std::move(calls), [self = std::static_pointer_cast<impl>(this->shared_from_this()),
                                                 groups = std::move(groups),
-                                                at = now](error_code ec, std::vector<redis::value> r) {
-        self->on_replies(groups, at, ec, r);
+                                                at = now](std::vector<redis::call_result> r) {
+        self->on_replies(groups, at, r);
       });
     }
 
-    void on_replies(const std::vector<sent_group>& groups, steady::time_point at, error_code ec,
-                    const std::vector<redis::value>& replies) {
+    // Each call has its own result: a server that could not be reached
+    // costs only the verdicts of its own calls.
+    void on_replies(const std::vector<sent_group>& groups, steady::time_point at,
+                    const std::vector<redis::call_result>& results) {
       std::vector<std::shared_ptr<record>> signalled;
       {
         std::lock_guard g(m);
@@ -164,7 +166,7 @@ class script_batches {
         auto now = steady::now();
         for (std::size_t c = 0; c < groups.size(); ++c) {
           const auto& members = groups[c].members;
-          const redis::value* v = ec || c >= replies.size() ? nullptr : &replies[c];
+          const redis::value* v = c >= results.size() || results[c].ec ? nullptr : &results[c].reply;
           bool noscript = v && redis::detail::is_noscript(*v);
           const auto verdicts = v && !noscript ? Traits::read(groups[c].reading, *v, members.size())
                                                : std::vector<renewal_verdict>{};

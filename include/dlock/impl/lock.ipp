@@ -335,7 +335,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_blocking(const std::st
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 template <class T>
 T Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_blocking(asio::awaitable<T> op) {
-  if constexpr (requires { typename BackendT::blocking_scope; }) {
+  if constexpr (contract::backend_blocking<BackendT>) {
     // On this thread, with its commands on a connection of its own: no
     // thread hop before a command is written or after its reply is read.
     if (!detail::running_here()) {

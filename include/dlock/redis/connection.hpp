@@ -18,6 +18,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/redis/config.hpp>
+#include <dlock/redis/error_code.hpp>
 #include <dlock/redis/detail/exec_op.hpp>
 #include <dlock/redis/request.hpp>
 #include <dlock/redis/script_cache.hpp>
@@ -25,11 +26,6 @@
 namespace dlock::redis {
 
 namespace asio = boost::asio;
-
-/// The error type of every asynchronous completion in dlock. It is Asio's
-/// (so `use_awaitable` throws and `use_future` fails on it), converts to
-/// std::error_code, and compares equal to dlock::error values.
-using error_code = boost::system::error_code;
 
 namespace detail {
 

@@ -16,16 +16,6 @@ namespace dlock::redis {
 
 namespace detail {
 
-// The reply of one command as (error, value): an error reply becomes
-// server_error with the reply (and so the server's text) as the value.
-inline std::pair<error_code, value> single_reply(error_code ec, response& r) {
-  if (ec) return {ec, value{}};
-  if (r.size() != 1) return {make_error_code(error::unexpected_reply), value{}};
-  if (r[0].is_error()) return {make_error_code(error::server_error), std::move(r[0])};
-  return {{}, std::move(r[0])};
-}
-
-
 // The reply of each call of a pipeline that script_cache::push encoded (at
 // `at`): its EVALSHA's reply, or the SCRIPT LOAD's error when the load
 // failed. A NOSCRIPT reply makes the cache forget the script.

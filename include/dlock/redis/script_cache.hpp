@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include <dlock/error.hpp>
 #include <dlock/redis/config.hpp>
+#include <dlock/redis/error_code.hpp>
 #include <dlock/redis/request.hpp>
 
 namespace dlock::redis {
@@ -40,7 +42,40 @@ struct script_call {
   std::vector<std::string> args;
 };
 
+/// What one call of a batch came to (see a backend's async_eval_all): its
+/// own error (its server could not be reached, or its reply was lost:
+/// outcome_unknown), or its reply (an error reply is a value of
+/// kind::error: calls fail one by one).
+struct call_result {
+  error_code ec;
+  value reply;
+};
+
 namespace detail {
+
+// The reply of one command as (error, value): an error reply becomes
+// server_error with the reply (and so the server's text) as the value.
+inline std::pair<error_code, value> single_reply(error_code ec, response& r) {
+  if (ec) return {ec, value{}};
+  if (r.size() != 1) return {make_error_code(error::unexpected_reply), value{}};
+  if (r[0].is_error()) return {make_error_code(error::server_error), std::move(r[0])};
+  return {{}, std::move(r[0])};
+}
+
+
+
+/// A batch's outcome as one result per call: `ec` (the whole round trip
+/// failed) for every call, or each reply; a missing reply is
+/// unexpected_reply.
+inline std::vector<call_result> call_results(error_code ec, std::vector<value> replies, std::size_t n) {
+  std::vector<call_result> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ec) out[i].ec = ec;
+    else if (i < replies.size()) out[i].reply = std::move(replies[i]);
+    else out[i].ec = make_error_code(error::unexpected_reply);
+  }
+  return out;
+}
 
 inline bool is_noscript(const value& v) { return v.is_error() && v.str.compare(0, 8, "NOSCRIPT") == 0; }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <typeindex>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/compose.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -70,6 +72,11 @@ class RedisBackend {
   redis::subscriber& subscriber() noexcept { return *subscriber_; }
 
   /// Sends a pipeline; completion `void(error_code, redis::response)`.
+  /// `key` routes it (one server: every request goes to it).
+  template <class CompletionToken>
+  auto async_exec(std::string_view /*key*/, redis::request req, CompletionToken&& token) {
+    return commands_->async_exec(std::move(req), std::forward<CompletionToken>(token));
+  }
   template <class CompletionToken>
   auto async_exec(redis::request req, CompletionToken&& token) {
     return commands_->async_exec(std::move(req), std::forward<CompletionToken>(token));
@@ -84,12 +91,23 @@ class RedisBackend {
                              std::forward<CompletionToken>(token));
   }
 
-  /// Runs many scripts in one round trip; completion `void(error_code,
-  /// std::vector<redis::value>)`, one reply per call. See
+  /// Runs many scripts in one round trip; completion
+  /// `void(std::vector<redis::call_result>)`, one result per call: on one
+  /// server a failed round trip fails every call with the same error. See
   /// redis::async_eval_all.
   template <class CompletionToken>
   auto async_eval_all(std::vector<redis::script_call> calls, CompletionToken&& token) {
-    return redis::async_eval_all(*commands_, std::move(calls), std::forward<CompletionToken>(token));
+    const auto n = calls.size();
+    return redis::asio::async_compose<CompletionToken, void(std::vector<redis::call_result>)>(
+        [this, n, calls = std::move(calls), started = false](auto& self, redis::error_code ec = {},
+                                                             std::vector<redis::value> replies = {}) mutable {
+          if (!std::exchange(started, true)) {
+            redis::async_eval_all(*commands_, std::move(calls), std::move(self));
+            return;
+          }
+          self.complete(redis::detail::call_results(ec, std::move(replies), n));
+        },
+        token, executor_);
   }
 
   /// One command; completion `void(error_code, redis::value)`.
@@ -99,11 +117,15 @@ class RedisBackend {
   }
 
   /// Subscribes on the shared subscriber connection; completion
-  /// `void(error_code, redis::subscription)`. See redis::subscriber.
+  /// `void(error_code, redis::subscription)`. See redis::subscriber. `key`
+  /// routes it (one server: every channel is on it).
+  template <class CompletionToken>
+  auto async_subscribe(std::string_view /*key*/, std::string channel, redis::listener l, CompletionToken&& token) {
+    return subscriber_->async_subscribe(std::move(channel), std::move(l), std::forward<CompletionToken>(token));
+  }
   template <class CompletionToken>
   auto async_subscribe(std::string channel, redis::listener l, CompletionToken&& token) {
-    return subscriber_->async_subscribe(std::move(channel), std::move(l),
-                                        std::forward<CompletionToken>(token));
+    return subscriber_->async_subscribe(std::move(channel), std::move(l), std::forward<CompletionToken>(token));
   }
 
   /// True where a blocking call would wait for itself: on the private I/O
@@ -151,6 +173,15 @@ class RedisBackend {
   /// The connection of this thread's innermost blocking_scope on this
   /// backend, or nullptr.
   redis::blocking_connection* blocking_here() const noexcept;
+
+  /// The blocking fast path of the backend contract: sends on this thread's
+  /// blocking_scope connection; nullopt without a scope, or when the command
+  /// could not be written (it then goes through the shared connection).
+  std::optional<std::pair<redis::error_code, redis::response>> blocking_exec(std::string_view key,
+                                                                          const redis::request& req);
+  std::optional<std::pair<redis::error_code, redis::value>> blocking_eval(const redis::script& s,
+                                                                       const std::vector<std::string>& keys,
+                                                                       const std::vector<std::string>& args);
 
   // Blocking forms: each throws std::system_error (whose what() carries the
   // server's message for server_error), or reports through `ec`. They use a

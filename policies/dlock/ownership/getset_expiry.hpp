@@ -37,13 +37,13 @@ struct GetSetExpiry : expiry_value {
                                                               detail::hold_record& rec) const {
     auto sent = detail::steady::now();
     std::string expiration = expiration_for(rec);
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, expiration));
+    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
     if (won == 1) co_return acquired(rec, std::move(expiration), sent);
     if (won != 0) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
 
-    auto [gec, current] = co_await detail::command(backend, redis::request().push("GET", rec.name));
+    auto [gec, current] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
     if (gec) co_return std::pair{gec, attempt{}};
     if (!is_time_or_nil(current)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
@@ -52,7 +52,7 @@ struct GetSetExpiry : expiry_value {
     if (between_get_and_getset) between_get_and_getset();
     sent = detail::steady::now();
     expiration = expiration_for(rec);
-    auto [sec, previous] = co_await detail::command(backend, redis::request().push("GETSET", rec.name, expiration));
+    auto [sec, previous] = co_await detail::command(backend, rec.name, redis::request().push("GETSET", rec.name, expiration));
     if (sec) co_return std::pair{sec, attempt{}};
     if (!is_time_or_nil(previous)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (previous.is_null() || parse(previous.str) < wall_clock())
@@ -65,7 +65,7 @@ struct GetSetExpiry : expiry_value {
                                                                   detail::hold_record& rec) const {
     if (parse(rec.owner) <= wall_clock())  // our time is up: the key may be someone else's
       co_return std::pair{error_code{}, release_outcome::lease_lost};
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
     co_return detail::deleted(ec, v);
   }
 

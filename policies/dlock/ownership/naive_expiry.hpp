@@ -45,7 +45,7 @@ struct NaiveExpiry : expiry_value {
     auto [ec, won] = co_await set_if_absent(backend, rec);
     if (ec || won.acquired) co_return std::pair{ec, won};
 
-    auto [gec, current] = co_await detail::command(backend, redis::request().push("GET", rec.name));
+    auto [gec, current] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
     if (gec) co_return std::pair{gec, attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     if (current.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
@@ -54,7 +54,7 @@ struct NaiveExpiry : expiry_value {
     // Expired: delete it and race for it again. Not atomic with the GET:
     // another waiter may have done the same in between (the known failure).
     if (between_get_and_del) between_get_and_del();
-    auto [dec, deleted] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    auto [dec, deleted] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
     if (dec) co_return std::pair{dec, attempt{}};
     if (!detail::integer_of(deleted)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     co_return co_await set_if_absent(backend, rec);
@@ -62,7 +62,7 @@ struct NaiveExpiry : expiry_value {
 
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
     co_return detail::deleted(ec, v);
   }
 
@@ -73,7 +73,7 @@ struct NaiveExpiry : expiry_value {
   asio::awaitable<std::pair<error_code, attempt>> set_if_absent(B& backend, detail::hold_record& rec) const {
     auto sent = detail::steady::now();
     auto expiration = expiration_for(rec);
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, expiration));
+    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
     if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};

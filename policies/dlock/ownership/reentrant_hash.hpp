@@ -76,9 +76,11 @@ return redis.call('PTTL', KEYS[1])
     return s;
   }
 
-  // KEYS[1] lock, KEYS[2] channel, KEYS[3] release marker;
-  // ARGV[1] unlock message, ARGV[2] lease ms, ARGV[3] owner field,
-  // ARGV[4] marker ttl ms, ARGV[5] "1" for a retry.
+  // KEYS[1] lock, KEYS[2] release marker; ARGV[1] unlock message, ARGV[2]
+  // lease ms, ARGV[3] owner field, ARGV[4] marker ttl ms, ARGV[5] "1" for a
+  // retry, ARGV[6] channel. The channel is not a key: for a name with
+  // braces, Redisson's channel name hashes to another cluster slot than the
+  // lock, and a script's KEYS must share one slot.
   // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
   // The held case, the usual one, asks one question (HEXISTS on a missing
   // key is 0 too, so EXISTS only tells "gone" from "another's").
@@ -95,16 +97,16 @@ if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
     result = 0
   else
     redis.call('DEL', KEYS[1])
-    redis.call('PUBLISH', KEYS[2], ARGV[1])
+    redis.call('PUBLISH', ARGV[6], ARGV[1])
     result = 1
   end
 elseif redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('PUBLISH', KEYS[2], ARGV[1])
+  redis.call('PUBLISH', ARGV[6], ARGV[1])
   result = 2
 else
   result = 3
 end
-)lua", 3, 4, 5));
+)lua", 2, 4, 5));
     return s;
   }
 
@@ -141,9 +143,9 @@ return 0
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   detail::hold_record& rec) const {
-    std::vector<std::string> keys{rec.name, channel(rec.name), detail::release_memory::key(rec)};
+    std::vector<std::string> keys{rec.name, detail::release_memory::key(rec)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
-                                  release_memory.ttl(), detail::release_memory::retry_flag(rec)};
+                                  release_memory.ttl(), detail::release_memory::retry_flag(rec), channel(rec.name)};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
     switch (detail::integer_of(v).value_or(-1)) {
@@ -161,7 +163,7 @@ return 0
   template <class B>
   asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
     auto [ec, v] =
-        co_await detail::command(backend, redis::request().push("EXISTS", detail::release_memory::acquire_key(rec)));
+        co_await detail::command(backend, rec.name, redis::request().push("EXISTS", detail::release_memory::acquire_key(rec)));
     if (ec) co_return std::pair{ec, false};
     auto n = detail::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};

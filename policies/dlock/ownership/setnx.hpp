@@ -50,7 +50,7 @@ struct SetNx {
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("SETNX", rec.name, rec.owner));
+    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, rec.owner));
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
     if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
@@ -59,7 +59,7 @@ struct SetNx {
       if (between_setnx_and_expire) between_setnx_and_expire();
       auto sent = detail::steady::now();
       auto [eec, ev] =
-          co_await detail::command(backend, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
+          co_await detail::command(backend, rec.name, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
       auto set = detail::integer_of(ev);
       // 0: the key vanished between the two commands (anyone's DEL frees
       // an A1 lock): not ours, try again.
@@ -69,7 +69,7 @@ struct SetNx {
         // A key without its expiry would never free: give it back and
         // report the failure. If the DEL cannot get through either, this is
         // A1b's failure for real, and the caller still learns of it.
-        co_await detail::command(backend, redis::request().push("DEL", rec.name));
+        co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
         co_return std::pair{eec, attempt{}};
       }
       rec.confirm(sent);
@@ -80,7 +80,7 @@ struct SetNx {
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("DEL", rec.name));
+    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
     co_return detail::deleted(ec, v);
   }
 };

@@ -85,7 +85,7 @@ return 0
     if (rec.lease > milliseconds::zero()) req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count());
     else req.push("SET", rec.name, rec.owner, "NX");
     req.push("PTTL", rec.name);
-    auto [ec, r] = co_await detail::exec(backend, std::move(req));
+    auto [ec, r] = co_await detail::exec(backend, rec.name, std::move(req));
     if (ec) co_return std::pair{ec, attempt{}};
     if (r.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (r[0].is_error()) co_return std::pair{error_code(error::server_error), attempt{}};  // refused: not run
@@ -120,7 +120,7 @@ return 0
   /// have put it there).
   template <class B>
   asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, redis::request().push("GET", rec.name));
+    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
     if (ec) co_return std::pair{ec, false};
     if (v.is_null()) co_return std::pair{error_code{}, false};
     if (v.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), false};

@@ -77,8 +77,9 @@ struct HandOff {
     /// `channel`: where the ownership publishes grants (Queue::channel),
     /// followed by ":<this backend's client id>" (each backend hears only
     /// the grants to its own waiters).
-    waiter(const HandOff& p, B& backend, const std::string& /*name*/, const std::string& channel)
-        : entry_ttl_(p.entry_ttl), linger_(p.linger), backend_(backend), channel_(channel + ":" + backend.client_id()) {}
+    waiter(const HandOff& p, B& backend, const std::string& name, const std::string& channel)
+        : entry_ttl_(p.entry_ttl), linger_(p.linger), backend_(backend), name_(name),
+          channel_(channel + ":" + backend.client_id()) {}
 
     ~waiter() { done(); }
     waiter(const waiter&) = delete;
@@ -254,11 +255,12 @@ struct HandOff {
         });
       };
       notify_ = notify;
-      ticket_ = router().enter(channel_, token_, notify, linger_);
+      ticket_ = router().enter(name_, channel_, token_, notify, linger_);
     }
 
     milliseconds entry_ttl_, linger_, refresh_{1000};
     B& backend_;
+    std::string name_;  // the lock: its releases publish grants on channel_
     std::string channel_, token_;
     bool joined_ = false;  // a try that joins the line was sent
     std::shared_ptr<signal> state_;

@@ -39,8 +39,8 @@ struct PubSub {
    public:
     /// `channel`: where the ownership's release publishes (see
     /// ReentrantHash::channel); the rule table guarantees there is one.
-    waiter(const PubSub&, B& backend, const std::string& /*name*/, const std::string& channel)
-        : backend_(backend), channel_(channel) {}
+    waiter(const PubSub&, B& backend, const std::string& name, const std::string& channel)
+        : backend_(backend), name_(name), channel_(channel) {}
 
     asio::awaitable<error_code> prepare() {
       auto ex = co_await asio::this_coro::executor;
@@ -56,7 +56,7 @@ struct PubSub {
           }
         });
       };
-      auto [ec, ticket] = co_await backend_.template use_service<detail::wake_groups<B>>().join(channel_, wake);
+      auto [ec, ticket] = co_await backend_.template use_service<detail::wake_groups<B>>().join(name_, channel_, wake);
       ticket_ = std::move(ticket);
       // A release between the first try and the subscription sent no
       // message this waiter could hear: the first wait returns at once, so
@@ -94,6 +94,7 @@ struct PubSub {
     };
 
     B& backend_;
+    std::string name_;  // the lock: its releases publish on channel_
     std::string channel_;
     std::shared_ptr<signal> state_;
     std::unique_ptr<typename detail::wake_groups<B>::ticket> ticket_;

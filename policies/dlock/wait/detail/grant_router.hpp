@@ -85,11 +85,12 @@ class grant_router {
   grant_router(const grant_router&) = delete;
   grant_router& operator=(const grant_router&) = delete;
 
-  /// Registers `token` on `channel`; `n` is called with each grant to it.
-  /// Does not subscribe: see ticket::ready and ticket::subscribed.
-  std::unique_ptr<ticket> enter(const std::string& channel, const std::string& token, notify n,
+  /// Registers `token` on `channel` (where releases of lock `key` publish
+  /// grants); `n` is called with each grant to it. Does not subscribe: see
+  /// ticket::ready and ticket::subscribed.
+  std::unique_ptr<ticket> enter(std::string_view key, const std::string& channel, const std::string& token, notify n,
                                 std::chrono::milliseconds linger) {
-    auto c = channels_.enter(channel, [&](waiters& w) { w[token] = std::move(n); });
+    auto c = channels_.enter(key, channel, [&](waiters& w) { w[token] = std::move(n); });
     return std::make_unique<ticket>(this, std::move(c), channel, token, linger);
   }
 

@@ -102,10 +102,11 @@ class wake_groups {
   /// Joins `channel`'s line, last, and completes once the line's
   /// subscription is confirmed by the server: a message published after
   /// that is not missed. On error the ticket is null (and the waiter is out
-  /// of the line).
-  asio::awaitable<std::pair<error_code, std::unique_ptr<ticket>>> join(const std::string& channel, waker wake) {
+  /// of the line). `key`: the lock whose release publishes on `channel`.
+  asio::awaitable<std::pair<error_code, std::unique_ptr<ticket>>> join(std::string key, std::string channel,
+                                                                       waker wake) {
     auto id = ++next_id_;
-    auto g = groups_.enter(channel, [&](line& members) { members.push_back(member{id, std::move(wake)}); });
+    auto g = groups_.enter(key, channel, [&](line& members) { members.push_back(member{id, std::move(wake)}); });
     auto t = std::make_unique<ticket>(backend_, groups_.weak(), g, channel, id);
     auto [ec] = co_await groups_.ready(g, channel, asio::as_tuple(asio::use_awaitable));
     if (ec) co_return std::pair{ec, nullptr};

@@ -1,0 +1,175 @@
+// A second backend, written outside dlock on the backend contract alone:
+// locks spread over several independent Redis servers, each key on the
+// server its cluster slot picks. docs/writing-a-policy.md walks through it;
+// tests/lock/test_combinations_sharded.cpp runs every combination on it.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <typeindex>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+
+#include <dlock/dlock.hpp>
+#include <dlock/detail/key_slot.hpp>
+#include <dlock/detail/random.hpp>
+
+namespace dlock::examples {
+
+/// Keys spread over N servers (one RedisBackend each) by their cluster
+/// slot, slot % N: the routing of a Redis Cluster of N masters, without
+/// its resharding or failover. Like a cluster, it refuses a call whose keys
+/// lie in different slots (a CROSSSLOT error reply), so a policy that would
+/// fail on a cluster fails here too. It is a toy: what it shows is that a
+/// backend writes only where each call goes; the lock, its policies and
+/// their engines are unchanged.
+class ShardedBackend {
+ public:
+  using executor_type = boost::asio::any_io_executor;
+
+  /// One RedisBackend (with its own I/O thread) per URL.
+  explicit ShardedBackend(const std::vector<std::string>& urls) : client_id_(detail::random_hex(16)) {
+    if (urls.empty()) throw std::system_error(make_error_code(error::invalid_url), "ShardedBackend: no servers");
+    for (auto& url : urls) shards_.push_back(std::make_unique<RedisBackend>(url));
+  }
+  ~ShardedBackend() {
+    std::lock_guard g(services_mutex_);
+    services_.clear();  // the services use the shards: they go first
+  }
+  ShardedBackend(const ShardedBackend&) = delete;
+  ShardedBackend& operator=(const ShardedBackend&) = delete;
+
+  /// The server that holds `key`.
+  RedisBackend& shard_for(std::string_view key) const { return *shards_[detail::key_slot(key) % shards_.size()]; }
+  std::size_t shards() const noexcept { return shards_.size(); }
+  RedisBackend& shard(std::size_t i) const { return *shards_.at(i); }
+
+  // ---- the backend contract ----
+
+  /// Lock operations run on the first server's I/O thread; the others'
+  /// completions come back to it (every completion goes to its handler's
+  /// executor).
+  executor_type get_executor() const noexcept { return shards_.front()->get_executor(); }
+  const std::string& client_id() const noexcept { return client_id_; }
+  bool on_io_thread() const noexcept {
+    for (auto& s : shards_)
+      if (s->on_io_thread()) return true;
+    return false;
+  }
+
+  template <class CompletionToken>
+  auto async_exec(std::string_view key, redis::request req, CompletionToken&& token) {
+    return shard_for(key).async_exec(key, std::move(req), std::forward<CompletionToken>(token));
+  }
+
+  template <class CompletionToken>
+  auto async_eval(const redis::script& s, std::vector<std::string> keys, std::vector<std::string> args,
+                  CompletionToken&& token) {
+    if (!one_slot(keys)) {
+      return boost::asio::async_initiate<CompletionToken, void(redis::error_code, redis::value)>(
+          [this](auto handler) {
+            auto ex = boost::asio::get_associated_executor(handler, get_executor());
+            boost::asio::post(ex, [h = std::move(handler)]() mutable {
+              std::move(h)(make_error_code(error::server_error), crossslot());
+            });
+          },
+          token);
+    }
+    auto& shard = keys.empty() ? *shards_.front() : shard_for(keys.front());
+    return shard.async_eval(s, std::move(keys), std::move(args), std::forward<CompletionToken>(token));
+  }
+
+  /// Each server runs its share of the calls in one round trip; the results
+  /// come back in the calls' order, each with its own error, so a server
+  /// that is down costs only the verdicts of its own calls.
+  template <class CompletionToken>
+  auto async_eval_all(std::vector<redis::script_call> calls, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(std::vector<redis::call_result>)>(
+        [this](auto handler, std::vector<redis::script_call> calls) {
+          using handler_type = decltype(handler);
+          struct gather {
+            std::mutex m;
+            std::vector<redis::call_result> out;
+            std::size_t pending = 0;
+            std::optional<handler_type> h;
+          };
+          auto g = std::make_shared<gather>();
+          g->out.resize(calls.size());
+          std::vector<std::vector<redis::script_call>> share(shards_.size());
+          std::vector<std::vector<std::size_t>> where(shards_.size());
+          for (std::size_t i = 0; i < calls.size(); ++i) {
+            if (!one_slot(calls[i].keys)) {
+              g->out[i].reply = crossslot();
+              continue;
+            }
+            auto s = calls[i].keys.empty() ? 0 : detail::key_slot(calls[i].keys.front()) % shards_.size();
+            share[s].push_back(std::move(calls[i]));
+            where[s].push_back(i);
+          }
+          auto ex = boost::asio::get_associated_executor(handler, get_executor());
+          g->h.emplace(std::move(handler));
+          auto finish = [g, ex] { boost::asio::dispatch(ex, [g] { std::move(*g->h)(std::move(g->out)); }); };
+          for (auto& part : share) g->pending += part.empty() ? 0 : 1;
+          if (g->pending == 0) {
+            boost::asio::post(ex, [g] { std::move(*g->h)(std::move(g->out)); });  // never inline
+            return;
+          }
+          for (std::size_t s = 0; s < shards_.size(); ++s) {
+            if (share[s].empty()) continue;
+            shards_[s]->async_eval_all(std::move(share[s]), [g, at = std::move(where[s]),
+                                                              finish](std::vector<redis::call_result> r) {
+              bool last = false;
+              {
+                std::lock_guard lk(g->m);
+                for (std::size_t j = 0; j < at.size() && j < r.size(); ++j) g->out[at[j]] = std::move(r[j]);
+                last = --g->pending == 0;
+              }
+              if (last) finish();
+            });
+          }
+        },
+        token, std::move(calls));
+  }
+
+  /// On the server of `key`, where that lock's scripts publish.
+  template <class CompletionToken>
+  auto async_subscribe(std::string_view key, std::string channel, redis::listener l, CompletionToken&& token) {
+    return shard_for(key).async_subscribe(key, std::move(channel), std::move(l),
+                                          std::forward<CompletionToken>(token));
+  }
+
+  template <class Service>
+  Service& use_service() {
+    std::lock_guard g(services_mutex_);
+    auto& slot = services_[std::type_index(typeid(Service))];
+    if (!slot) slot = std::make_shared<Service>(*this);
+    return *static_cast<Service*>(slot.get());
+  }
+
+ private:
+  static bool one_slot(const std::vector<std::string>& keys) {
+    for (auto& k : keys)
+      if (detail::key_slot(k) != detail::key_slot(keys.front())) return false;
+    return true;
+  }
+  static redis::value crossslot() {
+    return redis::value::make_string("CROSSSLOT Keys in request don't hash to the same slot", redis::kind::error);
+  }
+
+  std::string client_id_;
+  std::vector<std::unique_ptr<RedisBackend>> shards_;
+  std::mutex services_mutex_;
+  std::map<std::type_index, std::shared_ptr<void>> services_;
+};
+
+}  // namespace dlock::examples

@@ -1,0 +1,18 @@
+// expect: dlock::Lock backend: lacks async_exec(key, redis::request, token)
+#include <dlock/dlock.hpp>
+// A backend whose pipelines name no key: one over several servers could not
+// tell where to send them.
+namespace r = dlock::redis;
+template <class... T>
+using done = boost::asio::awaitable<std::tuple<T...>>;
+struct Unrouted {
+  boost::asio::any_io_executor get_executor() const;
+  std::string client_id() const;
+  bool on_io_thread() const;
+  template <class Token> done<r::error_code, r::response> async_exec(r::request, Token&&);
+  template <class Token> done<r::error_code, r::value> async_eval(const r::script&, std::vector<std::string>, std::vector<std::string>, Token&&);
+  template <class Token> done<std::vector<r::call_result>> async_eval_all(std::vector<r::script_call>, Token&&);
+  template <class Token> done<r::error_code, r::subscription> async_subscribe(std::string_view, std::string, r::listener, Token&&);
+  template <class Service> Service& use_service();
+};
+template class dlock::Lock<Unrouted, dlock::ownership::Token, dlock::renewal::FixedLease, dlock::wait::Spin>;

@@ -1,0 +1,53 @@
+// The backends the combination suite runs on, each as a fixture: a backend
+// on private servers, and what the tests need to look behind it.
+//
+//   backend            the backend the locks run on
+//   worker_spec()      how a lock_worker process reaches the same servers
+//   command(key, args) a command on the server that holds `key` (redis-cli)
+//   dbsize()           the keys on all its servers
+//   plain(key)         a RedisBackend on the server that holds `key` (the
+//                      tests' own counters)
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
+
+#include "../../examples/sharded_backend.hpp"
+
+namespace dlock::test {
+
+/// One private redis-server.
+struct one_server : private_redis {
+  using backend_type = RedisBackend;
+  std::string worker_spec() const { return server.url(); }
+  std::string command(std::string_view, const std::vector<std::string>& args) const { return server.command(args); }
+  long long dbsize() const { return std::stoll(server.command({"DBSIZE"})); }
+  RedisBackend& plain(std::string_view) { return backend; }
+};
+
+/// Two private redis-servers behind examples::ShardedBackend: every key on
+/// the server its cluster slot picks.
+struct two_servers {
+  using backend_type = examples::ShardedBackend;
+  redis_server first, second;
+  examples::ShardedBackend backend{{first.url(), second.url()}};
+
+  /// "shards:<url>,<url>": lock_worker makes the same ShardedBackend.
+  std::string worker_spec() const { return "shards:" + first.url() + "," + second.url(); }
+  const redis_server& server_for(std::string_view key) const {
+    return &backend.shard_for(key) == &backend.shard(0) ? first : second;
+  }
+  std::string command(std::string_view key, const std::vector<std::string>& args) const {
+    return server_for(key).command(args);
+  }
+  long long dbsize() const {
+    return std::stoll(first.command({"DBSIZE"})) + std::stoll(second.command({"DBSIZE"}));
+  }
+  RedisBackend& plain(std::string_view key) { return backend.shard_for(key); }
+};
+
+}  // namespace dlock::test
