@@ -26,3 +26,13 @@
 #include <dlock/wait/pubsub.hpp>
 #include <dlock/wait/spin.hpp>
 #include <dlock/wait/try_once.hpp>
+
+namespace dlock {
+
+// The default lock, Lock<> (Redisson's RLock), is compiled once, in libdlock
+// (src/lock_instances.cpp): a translation unit that uses it does not compile
+// its engine again, which is most of the cost of using a lock. A
+// combination of your own can do the same (README, "Compile time").
+extern template class Lock<RedisBackend, ownership::ReentrantHash, renewal::Watchdog, wait::PubSub>;
+
+}  // namespace dlock

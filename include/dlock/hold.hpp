@@ -11,7 +11,7 @@
 #include <utility>
 
 #include <dlock/detail/hold_record.hpp>
-#include <dlock/redis/connection.hpp>
+#include <dlock/redis/error_code.hpp>
 
 namespace dlock {
 

@@ -33,12 +33,15 @@
 #include <dlock/detail/wait_steps.hpp>
 #include <dlock/hold.hpp>
 
-#include <dlock/backend/redis.hpp>
 #include <dlock/ownership/reentrant_hash.hpp>
 #include <dlock/renewal/watchdog.hpp>
 #include <dlock/wait/pubsub.hpp>
 
 namespace dlock {
+
+// The default backend, declared only: lock.hpp does not bring in the wire
+// layer. <dlock/dlock.hpp> (or <dlock/backend/redis.hpp>) defines it.
+class RedisBackend;
 
 /// A distributed lock named `name` on `Backend`, built from three policies:
 /// - Ownership: who holds it and the Redis side of acquire/release/extend

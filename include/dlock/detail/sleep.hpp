@@ -8,7 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <dlock/detail/hold_record.hpp>
-#include <dlock/redis/connection.hpp>
+#include <dlock/redis/error_code.hpp>
 
 namespace dlock::detail {
 

@@ -12,7 +12,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 
-#include <dlock/redis/connection.hpp>
+#include <dlock/redis/error_code.hpp>
 
 namespace dlock::detail {
 
