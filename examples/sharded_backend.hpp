@@ -5,13 +5,11 @@
 #pragma once
 
 #include <cstddef>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <typeindex>
 #include <utility>
 #include <vector>
 
@@ -22,7 +20,6 @@
 
 #include <dlock/dlock.hpp>
 #include <dlock/detail/key_slot.hpp>
-#include <dlock/detail/random.hpp>
 
 namespace dlock::examples {
 
@@ -38,14 +35,8 @@ class ShardedBackend {
   using executor_type = boost::asio::any_io_executor;
 
   /// One RedisBackend (with its own I/O thread) per URL.
-  explicit ShardedBackend(const std::vector<std::string>& urls) : client_id_(detail::random_hex(16)) {
-    if (urls.empty()) throw std::system_error(make_error_code(error::invalid_url), "ShardedBackend: no servers");
-    for (auto& url : urls) shards_.push_back(std::make_unique<RedisBackend>(url));
-  }
-  ~ShardedBackend() {
-    std::lock_guard g(services_mutex_);
-    services_.clear();  // the services use the shards: they go first
-  }
+  explicit ShardedBackend(const std::vector<std::string>& urls)
+      : shards_(connect(urls)), core_(shards_.front()->get_executor()) {}
   ShardedBackend(const ShardedBackend&) = delete;
   ShardedBackend& operator=(const ShardedBackend&) = delete;
 
@@ -59,8 +50,8 @@ class ShardedBackend {
   /// Lock operations run on the first server's I/O thread; the others'
   /// completions come back to it (every completion goes to its handler's
   /// executor).
-  executor_type get_executor() const noexcept { return shards_.front()->get_executor(); }
-  const std::string& client_id() const noexcept { return client_id_; }
+  executor_type get_executor() const noexcept { return core_.get_executor(); }
+  const std::string& client_id() const noexcept { return core_.client_id(); }
   bool on_io_thread() const noexcept {
     for (auto& s : shards_)
       if (s->on_io_thread()) return true;
@@ -148,12 +139,10 @@ class ShardedBackend {
                                           std::forward<CompletionToken>(token));
   }
 
+  /// One of each service (dlock's engines), kept by the shared backend core.
   template <class Service>
   Service& use_service() {
-    std::lock_guard g(services_mutex_);
-    auto& slot = services_[std::type_index(typeid(Service))];
-    if (!slot) slot = std::make_shared<Service>(*this);
-    return *static_cast<Service*>(slot.get());
+    return core_.use_service<Service>(*this);
   }
 
  private:
@@ -166,10 +155,17 @@ class ShardedBackend {
     return redis::value::make_string("CROSSSLOT Keys in request don't hash to the same slot", redis::kind::error);
   }
 
-  std::string client_id_;
+  static std::vector<std::unique_ptr<RedisBackend>> connect(const std::vector<std::string>& urls) {
+    if (urls.empty()) throw std::system_error(make_error_code(error::invalid_url), "ShardedBackend: no servers");
+    std::vector<std::unique_ptr<RedisBackend>> shards;
+    for (auto& url : urls) shards.push_back(std::make_unique<RedisBackend>(url));
+    return shards;
+  }
+
   std::vector<std::unique_ptr<RedisBackend>> shards_;
-  std::mutex services_mutex_;
-  std::map<std::type_index, std::shared_ptr<void>> services_;
+  // The executor (the first server's), the client id and the services;
+  // destroyed first, so the services go before the servers they use.
+  backend_core core_;
 };
 
 }  // namespace dlock::examples

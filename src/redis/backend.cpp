@@ -37,16 +37,10 @@ T value_or_throw(std::pair<std::error_code, T> r, const char* what) {
 
 RedisBackend::RedisBackend(std::string_view url) : RedisBackend(redis::parse_url(url)) {}
 
-RedisBackend::RedisBackend(redis::config cfg)
-    : own_context_(std::make_unique<redis::asio::io_context>(1)),
-      executor_(own_context_->get_executor()),
-      client_id_(detail::random_hex(16)) {
-  commands_ = std::make_unique<redis::connection>(own_context_->get_executor(), cfg);
-  subscriber_ = std::make_unique<redis::subscriber>(own_context_->get_executor(), std::move(cfg));
-  io_thread_ = std::thread([ctx = own_context_.get()] {
-    auto work = redis::asio::make_work_guard(*ctx);
-    ctx->run();
-  });
+RedisBackend::RedisBackend(redis::config cfg) {
+  commands_ = std::make_unique<redis::connection>(core_.get_executor(), cfg);
+  subscriber_ = std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg));
+  core_.start_thread();
   commands_->start();
   subscriber_->start();
   try {
@@ -54,17 +48,15 @@ RedisBackend::RedisBackend(redis::config cfg)
   } catch (...) {
     commands_.reset();
     subscriber_.reset();
-    own_context_->stop();
-    io_thread_.join();
+    core_.stop();
     throw;
   }
 }
 
 RedisBackend::RedisBackend(executor_type ex, redis::config cfg)
-    : executor_(ex),
-      client_id_(detail::random_hex(16)),
-      commands_(std::make_unique<redis::connection>(ex, cfg)),
-      subscriber_(std::make_unique<redis::subscriber>(ex, std::move(cfg))) {
+    : core_(std::move(ex)),
+      commands_(std::make_unique<redis::connection>(core_.get_executor(), cfg)),
+      subscriber_(std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg))) {
   commands_->start();
   subscriber_->start();
 }
@@ -73,23 +65,16 @@ RedisBackend::RedisBackend(executor_type ex, std::string_view url)
     : RedisBackend(std::move(ex), redis::parse_url(url)) {}
 
 RedisBackend::~RedisBackend() {
-  {
-    std::lock_guard guard(services_mutex_);
-    services_.clear();
-  }
+  core_.clear_services();  // they use the connections
   if (commands_) commands_->stop();
   if (subscriber_) subscriber_->stop();
-  if (own_context_) {
+  if (core_.owns_thread()) {
     // The connections' loops end once stopped; give them a moment to fail
-    // their queues cleanly, then stop the context whatever remains.
-    std::promise<void> drained;
-    auto done = drained.get_future();
-    redis::asio::post(*own_context_, [&drained] { drained.set_value(); });
-    done.wait_for(std::chrono::seconds(2));
+    // their queues cleanly, then stop the thread whatever remains.
+    core_.drain();
     commands_.reset();
     subscriber_.reset();
-    own_context_->stop();
-    if (io_thread_.joinable()) io_thread_.join();
+    core_.stop();
   }
 }
 
@@ -99,16 +84,6 @@ void RedisBackend::wait_first_connect() {
   });
   if (r.first)
     throw std::system_error(r.first, "cannot connect to " + commands_->settings().describe());
-}
-
-bool RedisBackend::on_io_thread() const noexcept {
-  namespace asio = redis::asio;
-  if (own_context_) return std::this_thread::get_id() == io_thread_.get_id();
-  if (auto* io = executor_.target<asio::io_context::executor_type>()) return io->running_in_this_thread();
-  if (auto* pool = executor_.target<asio::thread_pool::executor_type>()) return pool->running_in_this_thread();
-  if (auto* s = executor_.target<asio::strand<asio::io_context::executor_type>>()) return s->running_in_this_thread();
-  if (auto* s = executor_.target<asio::strand<asio::thread_pool::executor_type>>()) return s->running_in_this_thread();
-  return false;
 }
 
 void RedisBackend::check_not_io_thread() const {

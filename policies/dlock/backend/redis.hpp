@@ -3,11 +3,9 @@
 #pragma once
 
 #include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <typeindex>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -18,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <dlock/backend/core.hpp>
 #include <dlock/redis/blocking_connection.hpp>
 #include <dlock/redis/config.hpp>
 #include <dlock/redis/connection.hpp>
@@ -63,10 +62,10 @@ class RedisBackend {
   RedisBackend& operator=(const RedisBackend&) = delete;
 
   /// The executor that lock operations run on (each on a strand of its own).
-  executor_type get_executor() const noexcept { return executor_; }
+  executor_type get_executor() const noexcept { return core_.get_executor(); }
   /// A random 128-bit id for this backend: Redisson's client id, the first
   /// part of a reentrant lock's owner field `<client id>:<thread id>`.
-  const std::string& client_id() const noexcept { return client_id_; }
+  const std::string& client_id() const noexcept { return core_.client_id(); }
   const redis::config& settings() const noexcept { return commands_->settings(); }
   redis::connection& connection() noexcept { return *commands_; }
   redis::subscriber& subscriber() noexcept { return *subscriber_; }
@@ -107,7 +106,7 @@ class RedisBackend {
           }
           self.complete(redis::detail::call_results(ec, std::move(replies), n));
         },
-        token, executor_);
+        token, core_.get_executor());
   }
 
   /// One command; completion `void(error_code, redis::value)`.
@@ -132,16 +131,13 @@ class RedisBackend {
   /// thread, or inside a caller's io_context or thread_pool (or a strand of
   /// one) that runs this backend. (Other executor types cannot be asked;
   /// there the caller must not block the executor's threads.)
-  bool on_io_thread() const noexcept;
+  bool on_io_thread() const noexcept { return core_.on_io_thread(); }
 
   /// One `Service` per backend, made on first use as `Service(*this)` and
   /// destroyed before the connections (the watchdog's renewal timer is one).
   template <class Service>
   Service& use_service() {
-    std::lock_guard guard(services_mutex_);
-    auto& slot = services_[std::type_index(typeid(Service))];
-    if (!slot) slot = std::make_shared<Service>(*this);
-    return *static_cast<Service*>(slot.get());
+    return core_.use_service<Service>(*this);
   }
 
   /// Blocking calls without the thread hops. While a blocking_scope lives,
@@ -206,14 +202,9 @@ class RedisBackend {
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<redis::blocking_connection>> idle_;  // the blocking connections not in use
 
-  std::unique_ptr<redis::asio::io_context> own_context_;
-  executor_type executor_;
-  std::string client_id_;
-  std::mutex services_mutex_;
-  std::map<std::type_index, std::shared_ptr<void>> services_;
+  backend_core core_;  // the I/O thread or the caller's executor, the client id, the services
   std::unique_ptr<redis::connection> commands_;
   std::unique_ptr<redis::subscriber> subscriber_;
-  std::thread io_thread_;
 };
 
 }  // namespace dlock
