@@ -39,9 +39,7 @@
 
 namespace dlock {
 
-// The default backend, declared only: lock.hpp does not bring in the wire
-// layer. <dlock/dlock.hpp> (or <dlock/backend/redis.hpp>) defines it.
-class RedisBackend;
+class RedisBackend;  // declared only: <dlock/dlock.hpp> (or backend/redis.hpp) defines it
 
 /// A distributed lock named `name` on `Backend`, built from three policies:
 /// - Ownership: who holds it and the Redis side of acquire/release/extend
