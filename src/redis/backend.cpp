@@ -142,22 +142,28 @@ redis::blocking_connection* RedisBackend::blocking_here() const noexcept {
   return scope_owner == this ? scope_conn : nullptr;
 }
 
+namespace {
+
+// A blocking connection's outcome, or nullopt when the command was not
+// written (it cannot connect): the shared connection then takes it.
+template <class T>
+std::optional<std::pair<redis::error_code, T>> written(std::pair<redis::error_code, T> out) {
+  if (out.first == condition::not_sent) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
 std::optional<std::pair<redis::error_code, redis::response>> RedisBackend::blocking_exec(std::string_view,
                                                                                         const redis::request& req) {
   auto* direct = blocking_here();
-  if (!direct) return std::nullopt;
-  auto out = direct->exec(req);
-  if (out.first == condition::not_sent) return std::nullopt;  // the shared connection takes it
-  return out;
+  return direct ? written(direct->exec(req)) : std::nullopt;
 }
 
 std::optional<std::pair<redis::error_code, redis::value>> RedisBackend::blocking_eval(
     const redis::script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
   auto* direct = blocking_here();
-  if (!direct) return std::nullopt;
-  auto out = direct->eval(s, keys, args);
-  if (out.first == condition::not_sent) return std::nullopt;
-  return out;
+  return direct ? written(direct->eval(s, keys, args)) : std::nullopt;
 }
 
 // Runs `direct` on a pooled blocking connection; when it could not write
