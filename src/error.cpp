@@ -41,6 +41,10 @@ class category final : public std::error_category {
       case error::reply_too_large: return "reply exceeds the parser's size limits";
       case error::nesting_too_deep: return "reply nests deeper than the parser's limit";
       case error::unexpected_reply: return "unexpected reply from the Redis server";
+      case error::not_master:
+        return "the server reached is not a master (a replica, or a master demoted by a failover)";
+      case error::unknown_master: return "no sentinel knows a master of that name";
+      case error::no_sentinel: return "no sentinel could be reached";
     }
     return "unknown dlock error";
   }
@@ -66,7 +70,8 @@ class condition_category_impl final : public std::error_category {
       case condition::not_sent:
         return e == error::connection_refused || e == error::resolve_failed || e == error::connect_timeout ||
                e == error::auth_failed || e == error::select_failed || e == error::command_timeout ||
-               e == error::not_connected || e == error::shutting_down;
+               e == error::not_connected || e == error::shutting_down || e == error::not_master ||
+               e == error::unknown_master || e == error::no_sentinel;
       case condition::may_have_run: return e == error::outcome_unknown || e == error::unexpected_reply;
       case condition::lock_lost: return e == error::lease_lost;
     }

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <boost/hana/at.hpp>
 #include <boost/hana/cartesian_product.hpp>
@@ -83,12 +84,42 @@ constexpr auto with_ownership() {
   return detail::locks<Backend>(detail::only_ownership<O>{});
 }
 
+namespace detail {
+
+// The renewal a representative lock of ownership O and wait W takes: the
+// watchdog where the rules allow it, else a fixed lease, else none.
+template <class O, class W>
+using representative_renewal = std::conditional_t<
+    valid_combination<O, renewal::Watchdog, W>, renewal::Watchdog,
+    std::conditional_t<valid_combination<O, renewal::FixedLease, W>, renewal::FixedLease, renewal::None>>;
+
+}  // namespace detail
+
+/// One lock per valid pair of ownership and wait (with the renewal
+/// detail::representative_renewal picks): the subset a backend that is slow
+/// to set up (Sentinel) runs.
+template <class Backend = RedisBackend>
+constexpr auto representative() {
+  auto pairs = hana::filter(hana::cartesian_product(hana::make_tuple(ownerships, waits)), [](auto pair) {
+    using O = typename decltype(+hana::at_c<0>(pair))::type;
+    using W = typename decltype(+hana::at_c<1>(pair))::type;
+    return hana::bool_c<valid_combination<O, detail::representative_renewal<O, W>, W>>;
+  });
+  return hana::transform(pairs, [](auto pair) {
+    using O = typename decltype(+hana::at_c<0>(pair))::type;
+    using W = typename decltype(+hana::at_c<1>(pair))::type;
+    return hana::type_c<Lock<Backend, O, detail::representative_renewal<O, W>, W>>;
+  });
+}
+
 /// The same lists as `std::tuple<Lock...>` types, for Catch2's
 /// TEMPLATE_LIST_TEST_CASE (the tuple is never instantiated).
 template <class Backend = RedisBackend>
 using all_t = detail::as_tuple_type<decltype(all<Backend>())>;
 template <class O, class Backend = RedisBackend>
 using with_ownership_t = detail::as_tuple_type<decltype(with_ownership<O, Backend>())>;
+template <class Backend = RedisBackend>
+using representative_t = detail::as_tuple_type<decltype(representative<Backend>())>;
 
 /// Calls `f(hana::type_c<Lock>)` for every valid lock, in list order.
 template <class Backend = RedisBackend, class F>

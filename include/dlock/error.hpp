@@ -86,6 +86,17 @@ enum class error {
   /// An exception where dlock cannot throw (a destructor, unlock()); the
   /// report that carries this code also carries the exception's text.
   unexpected_exception,
+
+  // --- finding the server (Sentinel) -------------------------------------
+  /// The server reached is not a master (ROLE says replica): Sentinel has
+  /// not finished a failover, or named a demoted master. The connection
+  /// asks again. Nothing was sent on it.
+  not_master,
+  /// Sentinels answered, and none of them knows the master name.
+  unknown_master,
+  /// None of the sentinels could be reached (refused, timed out, or
+  /// refused the sentinel password).
+  no_sentinel,
 };
 
 /// Questions a caller asks of any error, instead of listing codes:

@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
+#include <dlock/redis/address_source.hpp>
 #include <dlock/redis/script.hpp>
 
 #include "connect_error.hpp"
@@ -91,8 +93,16 @@ bool blocking_connection::check_idle() {
 error_code blocking_connection::open() {
   auto now = clock::now();
   if (now < retry_after_) return error::not_connected;
+  // With an address source, where it found the server last; the shared
+  // connection finds it (a blocking call cannot wait for that).
+  std::optional<address> target = address::of(cfg_);
+  if (cfg_.source) {
+    generation_ = cfg_.source->generation();
+    target = cfg_.source->last_found();
+    if (!target) return error::not_connected;
+  }
   auto deadline = now + cfg_.connect_timeout;
-  error_code ec = open_socket(deadline);
+  error_code ec = open_socket(*target, deadline);
   if (!ec) ec = handshake(deadline);
   if (ec) {
     close();
@@ -108,13 +118,13 @@ error_code blocking_connection::open() {
   return {};
 }
 
-error_code blocking_connection::open_socket(clock::time_point deadline) {
+error_code blocking_connection::open_socket(const address& target, clock::time_point deadline) {
   close();
-  if (cfg_.kind == config::transport::unix_socket) {
+  if (target.kind == config::transport::unix_socket) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    if (cfg_.path.size() >= sizeof addr.sun_path) return error::connection_refused;
-    std::memcpy(addr.sun_path, cfg_.path.data(), cfg_.path.size());
+    if (target.path.size() >= sizeof addr.sun_path) return error::connection_refused;
+    std::memcpy(addr.sun_path, target.path.data(), target.path.size());
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) return os_error(errno);
     return connect_within(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr, deadline);
@@ -124,8 +134,8 @@ error_code blocking_connection::open_socket(clock::time_point deadline) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  std::string port = std::to_string(cfg_.port);
-  if (int rc = ::getaddrinfo(cfg_.host.c_str(), port.c_str(), &hints, &found); rc != 0 || !found)
+  std::string port = std::to_string(target.port);
+  if (int rc = ::getaddrinfo(target.host.c_str(), port.c_str(), &hints, &found); rc != 0 || !found)
     return error::resolve_failed;
   error_code ec = error::resolve_failed;
   for (addrinfo* a = found; a; a = a->ai_next) {
@@ -236,7 +246,12 @@ error_code blocking_connection::read_replies(std::size_t n, response& out, clock
   return {};
 }
 
+bool blocking_connection::stale() const noexcept {
+  return fd_ >= 0 && cfg_.source && cfg_.source->generation() != generation_;
+}
+
 std::pair<error_code, response> blocking_connection::exec(const request& req) {
+  if (stale()) close();  // the server moved (a failover): connect where it is now
   if (fd_ < 0) {
     if (auto ec = open()) return {ec, {}};
   }
@@ -248,6 +263,12 @@ std::pair<error_code, response> blocking_connection::exec(const request& req) {
   auto ec = read_replies(req.size(), out, deadline);
   last_used_ = clock::now();
   if (ec) return {ec, {}};
+  // A master demoted since: the next command connects again, to where the
+  // source finds the master then.
+  if (cfg_.require_master && std::any_of(out.begin(), out.end(), [](const value& v) {
+        return v.is_error() && v.str.compare(0, 8, "READONLY") == 0;
+      }))
+    close();
   return {error_code{}, std::move(out)};
 }
 
@@ -255,6 +276,7 @@ std::pair<error_code, std::vector<value>> blocking_connection::eval_all(const st
   if (calls.empty()) return {};
   // Connect first: a connect clears the cache, which must then record what
   // this pipeline loads.
+  if (stale()) close();
   if (fd_ < 0) {
     if (auto ec = open()) return {ec, {}};
   }
@@ -271,6 +293,7 @@ std::pair<error_code, std::vector<value>> blocking_connection::eval_all(const st
 std::pair<error_code, value> blocking_connection::eval(const script& s, const std::vector<std::string>& keys,
                                                        const std::vector<std::string>& args) {
   // As eval_all with one call, without copying the call's keys and args.
+  if (stale()) close();
   if (fd_ < 0) {
     if (auto ec = open()) return {ec, {}};
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include <dlock/error.hpp>
+#include <dlock/redis/sentinel.hpp>
 
 namespace dlock::redis {
 
@@ -204,6 +205,79 @@ config parse_url(std::string_view url, std::error_code& ec, std::string* why) {
   return cfg;
 }
 
+sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, std::string* why) {
+  ec.clear();
+  sentinel_config out;
+  try {
+    constexpr std::string_view scheme = "redis-sentinel://";
+    if (url.substr(0, scheme.size()) != scheme) {
+      if (url.find("://") == npos) throw url_error{"no scheme (expected redis-sentinel://)"};
+      throw url_error{"unknown scheme \"" + std::string(url.substr(0, url.find("://"))) +
+                      "\" (expected redis-sentinel://)"};
+    }
+    auto rest = url.substr(scheme.size());
+    // The user info runs to the last '@' (see userinfo_end); the master's
+    // name follows the first '#' after it.
+    auto at = rest.rfind('@');
+    if (at != npos) {
+      take_credentials(rest.substr(0, at), out.master);
+      rest = rest.substr(at + 1);
+    }
+    auto hash = rest.find('#');
+    if (hash == npos) throw url_error{"no master name (add #<name>, the name the sentinels monitor)"};
+    out.master_name = percent_decode(rest.substr(hash + 1), "master name");
+    if (out.master_name.empty()) throw url_error{"the master name after '#' is empty"};
+    rest = rest.substr(0, hash);
+    if (auto q = rest.find('?'); q != npos)
+      throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis-sentinel:// URLs take no query)"};
+    auto slash = rest.find('/');
+    if (slash != npos) {
+      auto path = rest.substr(slash + 1);
+      if (path.find('/') != npos) throw url_error{"path \"/" + std::string(path) + "\" is not a database number"};
+      if (!path.empty()) out.master.database = parse_db(path);
+      rest = rest.substr(0, slash);
+    }
+    if (rest.empty()) throw url_error{"no sentinel host"};
+    for (std::size_t start = 0;;) {
+      auto comma = rest.find(',', start);
+      auto one = rest.substr(start, comma == npos ? npos : comma - start);
+      if (one.empty()) throw url_error{"an empty sentinel address in the list \"" + std::string(rest) + "\""};
+      config node;
+      node.port = default_sentinel_port;
+      parse_tcp(one, node);
+      out.sentinels.push_back(address::of(node));
+      if (comma == npos) break;
+      start = comma + 1;
+    }
+  } catch (const url_error& e) {
+    ec = make_error_code(error::invalid_url);
+    if (why) *why = "invalid Sentinel URL \"" + masked(url) + "\": " + e.why;
+    return {};
+  }
+  return out;
+}
+
+sentinel_config parse_sentinel_url(std::string_view url) {
+  std::error_code ec;
+  std::string why;
+  auto cfg = parse_sentinel_url(url, ec, &why);
+  if (ec) throw std::system_error(ec, why);
+  return cfg;
+}
+
+std::string sentinel_config::describe() const {
+  std::string creds;
+  if (!master.user.empty() || !master.password.empty()) {
+    creds = master.user;
+    if (!master.password.empty()) creds += ":***";
+    creds += "@";
+  }
+  std::string out = "redis-sentinel://" + creds;
+  for (std::size_t i = 0; i < sentinels.size(); ++i) out += (i ? "," : "") + sentinels[i].describe();
+  if (master.database != 0) out += "/" + std::to_string(master.database);
+  return out + "#" + master_name;
+}
+
 config parse_url(std::string_view url) {
   std::error_code ec;
   std::string why;
@@ -228,6 +302,12 @@ std::string config::describe() const {
   std::string out = "redis://" + creds + h + ":" + std::to_string(port);
   if (database != 0) out += "/" + std::to_string(database);
   return out;
+}
+
+std::string address::describe() const {
+  if (kind == config::transport::unix_socket) return "unix:" + path;
+  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port);
 }
 
 // SHA-1 (FIPS 180-4): Redis names scripts by it.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <optional>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
@@ -21,6 +22,8 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+
+#include <dlock/redis/address_source.hpp>
 
 #include "connect_error.hpp"
 #include "handshake.hpp"
@@ -75,6 +78,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       self->write_signal_.cancel();
       self->deadline_timer_.cancel();
       self->reconnect_timer_.cancel();
+      if (self->finding_) self->finding_->wake.cancel();
       if (!self->started_) self->requests_.fail_all(error::shutting_down, error::shutting_down);
     });
   }
@@ -83,6 +87,19 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     asio::dispatch(strand_, [self = shared_from_this()] {
       error_code ignored;
       self->socket_.close(ignored);
+    });
+  }
+
+  // See connection::server_moved.
+  void moved(address to) {
+    asio::dispatch(strand_, [self = shared_from_this(), to = std::move(to)] {
+      if (self->connected_) {
+        if (self->serving_ == to) return;
+        error_code ignored;
+        self->socket_.close(ignored);
+      } else {
+        self->reconnect_timer_.cancel();  // a backoff wait: connect now
+      }
     });
   }
 
@@ -138,6 +155,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
           }
           case run_fsm::step::connect:
             a = fsm_.connected(co_await connect_and_handshake(address));
+            serving_ = address;
             break;
           case run_fsm::step::serve:
             co_await serve();
@@ -164,12 +182,30 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     notify_connect_waiters(error::shutting_down);
   }
 
-  // Where to connect. One server: the settings' address, at once. (The
-  // place where a backend that must ask for its server's address, as
-  // Sentinel's does, would ask.)
+  // Where to connect: the settings' address, at once; or, when the
+  // settings have an address source (Sentinel's), what it finds.
   awaitable<std::pair<error_code, server_address>> resolve_address() {
-    co_return std::pair{error_code{}, server_address::of(cfg_)};
+    if (!cfg_.source) co_return std::pair{error_code{}, server_address::of(cfg_)};
+    // The source answers on this strand; the answer is kept here and the
+    // loop woken by a timer (stop() wakes it too).
+    auto pending = std::make_shared<finding>(strand_);
+    finding_ = pending;
+    cfg_.source->async_find(strand_, [pending](error_code ec, server_address a) {
+      pending->answer.emplace(ec, std::move(a));
+      pending->wake.cancel();
+    });
+    while (!pending->answer && !stopping_) co_await pending->wake.async_wait(use_tuple);
+    finding_.reset();
+    if (!pending->answer) co_return std::pair{error_code(error::shutting_down), server_address{}};
+    co_return std::move(*pending->answer);
   }
+
+  // An address_source's answer, awaited by the run loop.
+  struct finding {
+    explicit finding(const asio::strand<asio::any_io_executor>& s) : wake(s, clock::time_point::max()) {}
+    asio::steady_timer wake;
+    std::optional<std::pair<error_code, server_address>> answer;
+  };
 
   // `ec` is one of dlock's connection errors; see request_queue::connect_failed.
   void connect_failed(error_code ec, bool give_up) {
@@ -182,6 +218,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     using namespace asio::experimental::awaitable_operators;
     requests_.connected();
     connected_ = true;
+    demoted_ = false;
     last_byte_at_ = clock::now();  // the handshake's replies
     ++connects_;
     scripts_.clear();  // a new connection may be to a restarted server
@@ -284,6 +321,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         if (res.ec) co_return;  // a broken stream cannot be resynchronised
         if (!res.reply) break;
         if (!deliver(std::move(*res.reply))) co_return;
+        // A demoted master: once what was written is answered, this
+        // connection ends, and the next one asks where the master is.
+        if (demoted_ && !requests_.oldest_unanswered()) co_return;
       }
       auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), use_tuple);
       if (ec) co_return;
@@ -299,7 +339,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       push_handler_(std::move(v));
       return true;
     }
+    if (cfg_.require_master && is_readonly(v)) demoted_ = true;
     return !requests_.take_reply(std::move(v)).stray;
+  }
+
+  // "READONLY You can't write against a read only replica.": the server
+  // this connection reached as a master is a replica now.
+  static bool is_readonly(const value& v) {
+    return v.is_error() && v.str.compare(0, 8, "READONLY") == 0;
   }
 
   awaitable<void> write_loop() {
@@ -309,7 +356,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       // Once another loop ended, this connection takes no more requests
       // (and a co_await here would throw: the group cancelled us).
       if (stopping_ || !connected_) co_return;
-      if (!requests_.has_queued()) {
+      if (!requests_.has_queued() || demoted_) {  // a demoted master gets nothing more
         write_signal_.expires_at(clock::time_point::max());
         co_await write_signal_.async_wait(use_tuple);
         continue;
@@ -381,6 +428,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool started_ = false;
   bool stopping_ = false;
   bool connected_ = false;
+  bool demoted_ = false;  // a READONLY reply came: end once the written requests are answered
+  server_address serving_;  // where the last connect went
+  std::shared_ptr<finding> finding_;  // the address source's answer, while the run loop waits for it
   clock::time_point last_byte_at_{};  // for the health check
   std::atomic<std::size_t> connects_{0}, writes_{0}, commands_written_{0};
 };
@@ -413,6 +463,7 @@ const config& connection::settings() const noexcept { return impl_->settings(); 
 void connection::start() { impl_->start(); }
 void connection::stop() { impl_->stop(); }
 void connection::drop_connection() { impl_->drop(); }
+void connection::server_moved(address to) { impl_->moved(std::move(to)); }
 
 void connection::async_wait_connected(std::function<void(error_code)> handler) {
   impl_->wait_connected(std::move(handler));

@@ -1,5 +1,6 @@
 // The handshake that opens every connection (AUTH, SELECT, CLIENT SETNAME,
-// then PING), and what its replies say about the connection.
+// ROLE when only a master will do, then PING), and what its replies say
+// about the connection.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,10 @@ class handshake {
       commands_.push("CLIENT", "SETNAME", cfg.client_name);
       steps_.push_back(step::setname);
     }
+    if (cfg.require_master) {
+      commands_.push("ROLE");
+      steps_.push_back(step::role);
+    }
     // Always end with a PING: it proves the server answers commands, and it
     // reports NOAUTH when the server wants a password we do not have.
     commands_.push("PING");
@@ -41,12 +46,15 @@ class handshake {
   std::size_t replies_expected() const noexcept { return commands_.size(); }
 
   // The first failure among `replies` (one per command, in order), or
-  // success: auth_failed, select_failed, or server_error for an error
-  // reply to the PING (say, LOADING).
+  // success: auth_failed, select_failed, not_master (ROLE names another
+  // role), or server_error for an error reply to the PING (say, LOADING).
   boost::system::error_code verdict(const response& replies) const {
     for (std::size_t i = 0; i < replies.size(); ++i) {
       const value& r = replies[i];
-      if (!r.is_error()) continue;
+      if (!r.is_error()) {
+        if (i < steps_.size() && steps_[i] == step::role && !is_master_role(r)) return error::not_master;
+        continue;
+      }
       // A server that wants a password says so to whichever command comes
       // first, whatever that command was.
       bool noauth = starts_with_ci(r.str, "NOAUTH");
@@ -57,13 +65,22 @@ class handshake {
         case step::setname:
           if (noauth) return error::auth_failed;
           break;  // an ACL may forbid CLIENT SETNAME; the name is cosmetic
+        case step::role:
+          // The role cannot be checked, so the server cannot be trusted
+          // to be a master.
+          return noauth ? error::auth_failed : error::not_master;
       }
     }
     return {};
   }
 
  private:
-  enum class step : unsigned char { auth, select, setname };
+  enum class step : unsigned char { auth, select, setname, role };
+
+  // ROLE's reply on a master: ["master", offset, [replicas...]].
+  static bool is_master_role(const value& r) {
+    return r.is_array() && !r.elements.empty() && r.elements[0].is_string() && r.elements[0].str == "master";
+  }
 
   static bool starts_with_ci(std::string_view s, std::string_view upper_prefix) {
     if (s.size() < upper_prefix.size()) return false;

@@ -17,17 +17,10 @@
 
 namespace dlock::redis::detail {
 
-/// Where to connect: for one server, the settings' own address. A backend
-/// whose address must be asked for (Sentinel's "where is the master?")
-/// answers the `resolve` step with another one.
-struct server_address {
-  config::transport kind = config::transport::tcp;
-  std::string host;
-  unsigned short port = 0;
-  std::string path;  ///< unix socket
-
-  static server_address of(const config& cfg) { return {cfg.kind, cfg.host, cfg.port, cfg.path}; }
-};
+/// Where to connect: for one server, the settings' own address; when the
+/// settings have an address_source (Sentinel's "where is the master?"), what
+/// it answers in the `resolve` step.
+using server_address = address;
 
 class run_fsm {
  public:

@@ -13,7 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include <dlock/backend/sentinel.hpp>
 #include <support/redis_server.hpp>
+#include <support/sentinel_deployment.hpp>
 #include <support/server_fixture.hpp>
 
 #include "../../examples/sharded_backend.hpp"
@@ -48,6 +50,21 @@ struct two_servers {
     return std::stoll(first.command({"DBSIZE"})) + std::stoll(second.command({"DBSIZE"}));
   }
   RedisBackend& plain(std::string_view key) { return backend.shard_for(key); }
+};
+
+/// A master with one replica and one sentinel (quorum 1: quick to start;
+/// the failover tests start three), behind SentinelBackend.
+struct sentinel_servers {
+  using backend_type = SentinelBackend;
+  sentinel_deployment deployment{sentinel_options{.replicas = 1, .sentinels = 1, .quorum = 1}};
+  SentinelBackend backend{deployment.url()};
+
+  std::string worker_spec() const { return deployment.url(); }
+  std::string command(std::string_view, const std::vector<std::string>& args) const {
+    return deployment.node(0).command(args);
+  }
+  long long dbsize() const { return std::stoll(deployment.node(0).command({"DBSIZE"})); }
+  RedisBackend& plain(std::string_view) { return backend; }
 };
 
 }  // namespace dlock::test

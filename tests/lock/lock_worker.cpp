@@ -1,7 +1,8 @@
 // A separate process for lock tests: increments a counter under a lock,
 // or takes a lock and waits to be killed, for any valid combination by name.
 //
-//   (URL: a Redis URL, or "shards:<url>,<url>" for examples::ShardedBackend)
+//   (URL: a Redis URL, "shards:<url>,<url>" for examples::ShardedBackend, or
+//   a redis-sentinel:// URL for SentinelBackend: its representative locks)
 //   lock_worker count URL COMBINATION NAME N      N increments, then "done"
 //   lock_worker hold URL COMBINATION NAME LEASE_MS take it, print "acquired", sleep
 //   lock_worker crash-after-setnx URL NAME LEASE_MS  SetNx + FixedLease, exit between SETNX and EXPIRE
@@ -15,6 +16,7 @@
 #include <vector>
 #include <thread>
 
+#include <dlock/backend/sentinel.hpp>
 #include <dlock/combinations.hpp>
 
 #include "../../examples/sharded_backend.hpp"
@@ -28,16 +30,17 @@ int usage() {
   return 2;
 }
 
-// Runs `mode` for the combination named argv[3] on `backend`; `plain(key)`
-// is a RedisBackend on the server that holds `key` (the test's counters).
-template <class Backend, class Plain>
-int run(Backend& backend, Plain plain, char** argv) {
+// Runs `mode` for the combination named argv[3] (one of `locks`, a hana
+// list of lock types) on `backend`; `plain(key)` is a RedisBackend on the
+// server that holds `key` (the test's counters).
+template <class Backend, class Plain, class Locks>
+int run(Backend& backend, Plain plain, char** argv, Locks locks) {
   using namespace std::chrono_literals;
   std::string mode = argv[1], combination = argv[3], name = argv[4];
   long long number = std::atoll(argv[5]);
   bool found = false;
   int status = 0;
-  dlock::combinations::for_each<Backend>([&](auto type) {
+  boost::hana::for_each(locks, [&](auto type) {
     using L = typename decltype(type)::type;
     if (found || L::combination_name() != combination) return;
     found = true;
@@ -107,10 +110,20 @@ int main(int argc, char** argv) try {
       at = comma + 1;
     }
     dlock::examples::ShardedBackend backend(urls);
-    return run(backend, [&](const std::string& key) -> dlock::RedisBackend& { return backend.shard_for(key); }, argv);
+    return run(
+        backend, [&](const std::string& key) -> dlock::RedisBackend& { return backend.shard_for(key); }, argv,
+        dlock::combinations::all<dlock::examples::ShardedBackend>());
+  }
+  if (spec.rfind("redis-sentinel://", 0) == 0) {
+    dlock::SentinelBackend backend(spec);
+    return run(
+        backend, [&](const std::string&) -> dlock::RedisBackend& { return backend; }, argv,
+        dlock::combinations::representative<dlock::SentinelBackend>());
   }
   dlock::RedisBackend redis(spec);
-  return run(redis, [&](const std::string&) -> dlock::RedisBackend& { return redis; }, argv);
+  return run(
+      redis, [&](const std::string&) -> dlock::RedisBackend& { return redis; }, argv,
+      dlock::combinations::all<dlock::RedisBackend>());
 } catch (const std::exception& e) {
   std::fprintf(stderr, "lock_worker: %s\n", e.what());
   return 1;

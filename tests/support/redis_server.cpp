@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -375,6 +376,35 @@ std::uint16_t sentinel_group::current_master_port() const {
     if (nl != std::string::npos) return static_cast<std::uint16_t>(std::stoi(out.substr(nl + 1)));
   }
   throw std::runtime_error("no sentinel knows the master");
+}
+
+std::string sentinel_group::command(std::size_t i, const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(ports_.at(i))};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_capture(argv);
+}
+
+void sentinel_group::wait_ready(int replicas, std::chrono::milliseconds limit) const {
+  // SENTINEL MASTER <name> prints field and value on alternate lines.
+  auto field = [](const std::string& out, const std::string& name) {
+    auto at = out.find(name + "\n");
+    if (at == std::string::npos) return -1;
+    return std::atoi(out.c_str() + at + name.size() + 1);
+  };
+  int live = 0;
+  for (auto pid : pids_) live += pid > 0;
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    bool ready = true;
+    for (std::size_t i = 0; i < ports_.size() && ready; ++i) {
+      if (pids_[i] <= 0) continue;
+      auto out = command(i, {"SENTINEL", "MASTER", name_});
+      ready = field(out, "num-slaves") == replicas && field(out, "num-other-sentinels") == live - 1;
+    }
+    if (ready) return;
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("sentinels did not get ready");
+    std::this_thread::sleep_for(100ms);
+  }
 }
 
 void sentinel_group::kill(std::size_t i) {

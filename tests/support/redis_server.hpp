@@ -86,6 +86,12 @@ class sentinel_group {
   /// SENTINEL get-master-addr-by-name, asked of the first live sentinel.
   std::uint16_t current_master_port() const;
   void kill(std::size_t i);
+  bool running(std::size_t i) const { return pids_.at(i) > 0; }
+  /// Runs one command on sentinel `i` through redis-cli (see redis_server::command).
+  std::string command(std::size_t i, const std::vector<std::string>& args) const;
+  /// Polls until every live sentinel knows `replicas` replicas of the
+  /// master and every other live sentinel: then a failover can be agreed.
+  void wait_ready(int replicas, std::chrono::milliseconds limit = std::chrono::seconds(20)) const;
 
  private:
   std::string name_;

@@ -9,6 +9,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/redis/config.hpp>
+#include <dlock/redis/sentinel.hpp>
 #include <support/redis_server.hpp>
 
 using dlock::redis::config;
@@ -212,4 +213,53 @@ TEST_CASE("SHA-1 matches the standard vectors and Redis", "[sha1]") {
     INFO("length " << text.size());
     CHECK(sha1_hex(text) == server.command({"SCRIPT", "LOAD", text}));
   }
+}
+
+TEST_CASE("redis-sentinel:// URLs", "[url][sentinel]") {
+  using dlock::redis::parse_sentinel_url;
+  auto s = parse_sentinel_url("redis-sentinel://10.0.0.1,10.0.0.2:26380,[::1]:7/3#orders");
+  REQUIRE(s.sentinels.size() == 3);
+  CHECK(s.sentinels[0].host == "10.0.0.1");
+  CHECK(s.sentinels[0].port == dlock::redis::default_sentinel_port);
+  CHECK(s.sentinels[1].port == 26380);
+  CHECK(s.sentinels[2].host == "::1");
+  CHECK(s.sentinels[2].port == 7);
+  CHECK(s.master.database == 3);
+  CHECK(s.master_name == "orders");
+  CHECK(s.master.password.empty());
+  CHECK(s.describe() == "redis-sentinel://10.0.0.1:26379,10.0.0.2:26380,[::1]:7/3#orders");
+
+  // The credentials are the master's, to the last '@' (a '#' in the
+  // password stays in it); the master's name is percent-decoded.
+  s = parse_sentinel_url("redis-sentinel://app:p#ss@h1#my%20master");
+  CHECK(s.master.user == "app");
+  CHECK(s.master.password == "p#ss");
+  CHECK(s.master_name == "my master");
+  CHECK(s.sentinel_password.empty());
+  CHECK(s.describe() == "redis-sentinel://app:***@h1:26379#my master");
+
+  struct bad {
+    const char* url;
+    const char* names;
+  };
+  for (auto [url, names] : std::vector<bad>{
+           {"redis-sentinel://h1", "no master name"},
+           {"redis-sentinel://h1#", "master name after '#' is empty"},
+           {"redis-sentinel://#m", "no sentinel host"},
+           {"redis-sentinel://h1,,h2#m", "empty sentinel address"},
+           {"redis-sentinel://h1:0#m", "port \"0\""},
+           {"redis-sentinel://h1/x#m", "database \"x\""},
+           {"redis-sentinel://h1?a=b#m", "take no query"},
+           {"redis://h1#m", "expected redis-sentinel://"},
+           {"redis-sentinel://:hunter2@h1:99999#m", "port \"99999\""},
+       }) {
+    CAPTURE(url);
+    std::error_code ec;
+    std::string why;
+    parse_sentinel_url(url, ec, &why);
+    CHECK(ec == dlock::error::invalid_url);
+    CHECK(why.find(names) != std::string::npos);
+    CHECK(why.find("hunter2") == std::string::npos);
+  }
+  CHECK_THROWS_AS(parse_sentinel_url("redis-sentinel://h1"), std::system_error);
 }

@@ -356,6 +356,28 @@ TEST_CASE("with no password, a server that wants one says NOAUTH to the PING", "
   CHECK(hs.verdict({simple("OK"), simple("PONG")}) == error_code{});
 }
 
+TEST_CASE("a handshake that needs a master asks ROLE and refuses any other role", "[core][handshake]") {
+  dlock::redis::config cfg;
+  cfg.client_name.clear();
+  cfg.require_master = true;
+  dlock::redis::detail::handshake hs(cfg);
+  CHECK(hs.commands().payload() == request().push("ROLE").push("PING").payload());
+  auto role = [](const char* name) {
+    value v;
+    v.type = dlock::redis::kind::array;
+    v.elements.push_back(simple(name));
+    return v;
+  };
+  const value pong = simple("PONG");
+  CHECK(hs.verdict({role("master"), pong}) == error_code{});
+  CHECK(hs.verdict({role("slave"), pong}) == dlock::error::not_master);
+  CHECK(hs.verdict({role("sentinel"), pong}) == dlock::error::not_master);
+  CHECK(hs.verdict({simple("master"), pong}) == dlock::error::not_master);  // not ROLE's shape
+  CHECK(hs.verdict({failure("NOPERM this user has no permissions to run the 'role' command"), pong}) ==
+        dlock::error::not_master);
+  CHECK(hs.verdict({failure("NOAUTH Authentication required."), pong}) == dlock::error::auth_failed);
+}
+
 // ---- the health rule --------------------------------------------------------
 
 namespace {

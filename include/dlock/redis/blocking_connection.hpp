@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +26,10 @@ using error_code = boost::system::error_code;
 /// no lock of its own; RedisBackend hands each to one caller at a time).
 ///
 /// It connects on first use, within `connect_timeout`, with the handshake
-/// redis::connection uses. After a failed connect it does not try again
+/// redis::connection uses. With an address source in its settings, it
+/// connects where the source found the server last (not_connected when it
+/// has found none yet), and connects again when the source has found
+/// another address since. After a failed connect it does not try again
 /// before a backoff (`reconnect_wait` doubling to `reconnect_wait_max`)
 /// has passed, and meanwhile fails at once with not_connected.
 ///
@@ -85,7 +89,9 @@ class blocking_connection {
 
  private:
   error_code open();
-  error_code open_socket(std::chrono::steady_clock::time_point deadline);
+  error_code open_socket(const address& target, std::chrono::steady_clock::time_point deadline);
+  // Connected to an address the source has replaced since.
+  bool stale() const noexcept;
   error_code handshake(std::chrono::steady_clock::time_point deadline);
   // Writes all of `data`; sets `wrote_any` when a byte may have left.
   error_code write_all(const std::string& data, bool& wrote_any);
@@ -97,6 +103,7 @@ class blocking_connection {
   int fd_ = -1;
   std::size_t connects_ = 0;
   std::size_t owed_ = 0;  // replies of timed-out commands, still to come
+  std::uint64_t generation_ = 0;  // the source's generation when it connected
   parser parser_;
   std::string buffer_;  // bytes read and not yet parsed
   detail::script_cache scripts_;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -14,6 +15,8 @@ namespace dlock::redis {
 
 /// The TCP port a redis:// URL means when it names none (Redis's registered port).
 inline constexpr std::uint16_t default_tcp_port{6379};
+
+class address_source;  // redis/address_source.hpp
 
 /// Connection settings. Every duration must be positive.
 struct config {
@@ -47,8 +50,33 @@ struct config {
 
   parser_limits limits{};
 
+  /// Where to connect, when the address must be asked for (a Sentinel
+  /// deployment's "where is the master now?"). Null: `host`, `port` and
+  /// `path` say it. When set, every (re)connect asks it, and `host`,
+  /// `port`, `path` and `kind` are not used.
+  std::shared_ptr<address_source> source;
+  /// Only a master will do: the handshake also sends ROLE and refuses a
+  /// replica (error::not_master); a READONLY reply (a master demoted since)
+  /// ends the connection as soon as what was written on it is answered,
+  /// and the next connect asks `source` again.
+  bool require_master = false;
+
   /// "redis://127.0.0.1:7000/2" or "unix:///tmp/r.sock", without the password.
   std::string describe() const;
+};
+
+/// Where one server listens: a TCP host and port, or a unix socket.
+struct address {
+  config::transport kind = config::transport::tcp;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string path;  ///< unix socket
+
+  /// The address `cfg` names itself.
+  static address of(const config& cfg) { return {cfg.kind, cfg.host, cfg.port, cfg.path}; }
+  /// "127.0.0.1:7000", "[::1]:7000" or "unix:/tmp/r.sock".
+  std::string describe() const;
+  friend bool operator==(const address&, const address&) = default;
 };
 
 /// Parses `redis://[user[:password]@]host[:port][/db]` (host may be an IPv6

@@ -171,6 +171,13 @@ class connection {
   /// (for fault tests and for callers who need to force a reconnect).
   void drop_connection();
 
+  /// The server is at `to` now (a failover): a connection to another
+  /// address is closed (what was written on it and not answered completes
+  /// with outcome_unknown), and a connection waiting out a reconnect
+  /// backoff connects at once. The next connect asks the settings' address
+  /// source where to go.
+  void server_moved(address to);
+
  private:
   std::shared_ptr<detail::connection_impl> impl_;
 };

@@ -191,6 +191,10 @@ class RedisBackend {
   redis::value eval(const redis::script& s, std::vector<std::string> keys,
                     std::vector<std::string> args, std::error_code& ec);
 
+ protected:
+  /// The shared part, for a backend built on this one (SentinelBackend).
+  backend_core& core() noexcept { return core_; }
+
  private:
   void check_not_io_thread() const;
   void wait_first_connect();

@@ -1,0 +1,377 @@
+// SentinelBackend's compiled part: asking the sentinels where the master is
+// (the address source its connections use), and following failovers that
+// the sentinels announce on `+switch-master`.
+#include <dlock/backend/sentinel.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <mutex>
+#include <variant>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/write.hpp>
+
+#include <dlock/redis/address_source.hpp>
+
+#include "reply_stream.hpp"
+#include "socket_connect.hpp"
+
+namespace dlock::redis::detail {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+// Writes `req` to a fresh connection to `to` and reads one reply per
+// command.
+asio::awaitable<std::pair<error_code, response>> exchange(socket_type& socket, asio::ip::tcp::resolver& resolver,
+                                                         const address& to, const request& req,
+                                                         parser_limits limits) {
+  const bool never = false;
+  if (auto ec = co_await open_and_connect(socket, resolver, to, never)) co_return std::pair{ec, response{}};
+  auto [wec, n] = co_await asio::async_write(socket, asio::buffer(req.payload()), use_tuple);
+  if (wec) co_return std::pair{wec, response{}};
+  reply_stream incoming(limits);
+  response replies;
+  char chunk[4096];
+  while (replies.size() < req.size()) {
+    auto res = incoming.next();
+    if (res.ec) co_return std::pair{res.ec, response{}};
+    if (res.reply) {
+      replies.push_back(std::move(*res.reply));
+      continue;
+    }
+    auto [ec, got] = co_await socket.async_read_some(asio::buffer(chunk), use_tuple);
+    if (ec) co_return std::pair{ec, response{}};
+    incoming.append(chunk, got);
+  }
+  co_return std::pair{error_code{}, std::move(replies)};
+}
+
+// One question to one server on a connection of its own, within `limit`
+// (connect_timeout when it passes).
+asio::awaitable<std::pair<error_code, response>> ask_once(const address& to, const request& req, milliseconds limit,
+                                                         parser_limits limits) {
+  using namespace asio::experimental::awaitable_operators;
+  auto ex = co_await asio::this_coro::executor;
+  socket_type socket(ex);
+  asio::ip::tcp::resolver resolver(ex);
+  asio::steady_timer timer(ex);
+  timer.expires_after(limit);
+  auto outcome = co_await (exchange(socket, resolver, to, req, limits) || timer.async_wait(use_tuple));
+  if (outcome.index() == 1) co_return std::pair{error_code(error::connect_timeout), response{}};
+  co_return std::get<0>(std::move(outcome));
+}
+
+std::optional<address> read_master_address(const value& v) {
+  if (!v.is_array() || v.elements.size() != 2 || !v.elements[0].is_string() || !v.elements[1].is_string())
+    return std::nullopt;
+  const auto& p = v.elements[1].str;
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  if (ec != std::errc() || end != p.data() + p.size() || port == 0 || port > 65535) return std::nullopt;
+  return address{config::transport::tcp, v.elements[0].str, static_cast<std::uint16_t>(port), {}};
+}
+
+void push_auth(request& req, const std::string& user, const std::string& password) {
+  if (password.empty()) return;
+  if (user.empty()) req.push("AUTH", password);
+  else req.push("AUTH", user, password);
+}
+
+}  // namespace
+
+// Finds the master by asking the sentinels in turn; the first that answers
+// is asked first from then on (the order Redis's guide for Sentinel clients
+// gives).
+class sentinel_source final : public address_source, public std::enable_shared_from_this<sentinel_source> {
+ public:
+  explicit sentinel_source(const sentinel_config& cfg)
+      : order_(cfg.sentinels),
+        name_(cfg.master_name),
+        user_(cfg.sentinel_user),
+        password_(cfg.sentinel_password),
+        limit_(cfg.master.connect_timeout),
+        limits_(cfg.master.limits) {}
+
+  void async_find(asio::any_io_executor ex, std::function<void(error_code, address)> done) override {
+    asio::co_spawn(ex, find(shared_from_this()),
+                   [done = std::move(done)](std::exception_ptr e, std::pair<error_code, address> r) {
+                     if (e) done(error::no_sentinel, {});
+                     else done(r.first, std::move(r.second));
+                   });
+  }
+
+  std::optional<address> last_found() const override {
+    std::lock_guard g(mutex_);
+    return last_;
+  }
+  std::uint64_t generation() const override { return generation_.load(); }
+
+  // Records `a` as the master; true when it differs from the one before.
+  bool note(const address& a) {
+    std::lock_guard g(mutex_);
+    if (last_ == a) return false;
+    if (last_) ++moves_;
+    last_ = a;
+    ++generation_;
+    return true;
+  }
+
+  std::size_t moves() const {
+    std::lock_guard g(mutex_);
+    return moves_;
+  }
+
+  // The sentinels, the one that answered last first.
+  std::vector<address> sentinels() const {
+    std::lock_guard g(mutex_);
+    return order_;
+  }
+
+ private:
+  static asio::awaitable<std::pair<error_code, address>> find(std::shared_ptr<sentinel_source> self) {
+    request req;
+    push_auth(req, self->user_, self->password_);
+    req.push("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self->name_);
+    bool unknown = false, refused_auth = false, reached = false;
+    for (const auto& sentinel : self->sentinels()) {
+      auto [ec, replies] = co_await ask_once(sentinel, req, self->limit_, self->limits_);
+      if (ec || replies.size() != req.size()) continue;
+      if (!self->password_.empty() && replies.front().is_error()) {
+        refused_auth = true;
+        continue;
+      }
+      reached = true;
+      const value& answer = replies.back();
+      if (answer.is_null()) {
+        unknown = true;  // this one does not monitor that name; another may
+        continue;
+      }
+      if (auto found = read_master_address(answer)) {
+        self->prefer(sentinel);
+        self->note(*found);
+        co_return std::pair{error_code{}, std::move(*found)};
+      }
+      // An error (not a sentinel?) or an answer of another shape: ask the next.
+    }
+    if (unknown) co_return std::pair{error_code(error::unknown_master), address{}};
+    if (refused_auth && !reached) co_return std::pair{error_code(error::auth_failed), address{}};
+    co_return std::pair{error_code(error::no_sentinel), address{}};
+  }
+
+  void prefer(const address& sentinel) {
+    std::lock_guard g(mutex_);
+    auto it = std::find(order_.begin(), order_.end(), sentinel);
+    if (it != order_.end()) std::rotate(order_.begin(), it, it + 1);
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<address> order_;
+  std::optional<address> last_;
+  std::size_t moves_ = 0;
+  std::atomic<std::uint64_t> generation_{0};
+  const std::string name_, user_, password_;
+  const milliseconds limit_;
+  const parser_limits limits_;
+};
+
+namespace {
+
+// Where the watch connects: the sentinels in turn, the one the master was
+// last found through first.
+class sentinel_rotation final : public address_source {
+ public:
+  explicit sentinel_rotation(std::shared_ptr<sentinel_source> source) : source_(std::move(source)) {}
+
+  void async_find(asio::any_io_executor ex, std::function<void(error_code, address)> done) override {
+    auto all = source_->sentinels();
+    auto pick = all.at(next_++ % all.size());
+    asio::post(ex, [done = std::move(done), pick = std::move(pick)] { done({}, pick); });
+  }
+  std::optional<address> last_found() const override { return std::nullopt; }
+  std::uint64_t generation() const override { return 0; }
+
+ private:
+  std::shared_ptr<sentinel_source> source_;
+  std::atomic<std::size_t> next_{0};
+};
+
+}  // namespace
+
+// What the watch's listener and its retries share with the backend, which
+// may be destroyed while they run on the I/O thread: they act only while
+// `backend` is set, under the mutex.
+struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
+  std::mutex mutex;
+  RedisBackend* backend = nullptr;
+  std::shared_ptr<sentinel_source> source;
+  subscriber* watch = nullptr;
+  std::string master_name;
+  subscription switch_subscription;
+  std::unique_ptr<asio::steady_timer> retry;
+  milliseconds retry_wait{};
+
+  // The master is at `to`: connections elsewhere move there.
+  void moved(const address& to) {
+    std::lock_guard g(mutex);
+    if (!backend) return;
+    source->note(to);
+    backend->connection().server_moved(to);
+    backend->subscriber().link().server_moved(to);
+  }
+
+  // Asks the sentinels again (an announcement may have been missed).
+  void recheck() {
+    asio::any_io_executor ex;
+    {
+      std::lock_guard g(mutex);
+      if (!backend) return;
+      ex = backend->get_executor();
+    }
+    source->async_find(ex, [weak = weak_from_this()](error_code ec, address a) {
+      if (auto self = weak.lock(); self && !ec) self->moved(a);
+    });
+  }
+
+  // "+switch-master <name> <old ip> <old port> <new ip> <new port>".
+  void on_message(std::optional<std::string_view> message) {
+    if (!message) {
+      recheck();  // subscribed again after a reconnect: something may have been missed
+      return;
+    }
+    std::vector<std::string_view> words;
+    for (std::size_t start = 0; start <= message->size();) {
+      auto space = message->find(' ', start);
+      if (space == std::string_view::npos) space = message->size();
+      words.push_back(message->substr(start, space - start));
+      start = space + 1;
+    }
+    if (words.size() != 5 || words[0] != master_name) return;
+    unsigned port = 0;
+    auto [end, ec] = std::from_chars(words[4].data(), words[4].data() + words[4].size(), port);
+    if (ec != std::errc() || end != words[4].data() + words[4].size() || port == 0 || port > 65535) return;
+    moved(address{config::transport::tcp, std::string(words[3]), static_cast<std::uint16_t>(port), {}});
+  }
+
+  void subscribe() {
+    std::lock_guard g(mutex);
+    if (!backend) return;
+    std::weak_ptr<sentinel_follower> weak = weak_from_this();
+    watch->async_subscribe(
+        "+switch-master",
+        [weak](std::optional<std::string_view> m) {
+          if (auto self = weak.lock()) self->on_message(m);
+        },
+        [weak](error_code ec, subscription s) {
+          auto self = weak.lock();
+          if (!self) return;
+          if (!ec) {
+            {
+              std::lock_guard g2(self->mutex);
+              if (!self->backend) return;
+              self->switch_subscription = std::move(s);
+            }
+            self->recheck();  // a failover between the first connect and now
+            return;
+          }
+          std::lock_guard g2(self->mutex);
+          if (!self->backend) return;
+          self->retry->expires_after(self->retry_wait);
+          self->retry->async_wait([weak](error_code wec) {
+            if (auto again = weak.lock(); again && !wec) again->subscribe();
+          });
+        });
+  }
+
+  void stop() {
+    subscription s;  // removed outside the lock
+    std::lock_guard g(mutex);
+    backend = nullptr;
+    retry.reset();  // cancels a pending retry
+    s = std::move(switch_subscription);
+  }
+};
+
+}  // namespace dlock::redis::detail
+
+namespace dlock {
+namespace {
+
+std::shared_ptr<redis::detail::sentinel_source> make_source(const redis::sentinel_config& cfg) {
+  if (cfg.sentinels.empty())
+    throw std::system_error(make_error_code(error::invalid_argument), "SentinelBackend: no sentinel address");
+  if (cfg.master_name.empty())
+    throw std::system_error(make_error_code(error::invalid_argument), "SentinelBackend: empty master name");
+  return std::make_shared<redis::detail::sentinel_source>(cfg);
+}
+
+redis::config master_settings(const redis::sentinel_config& cfg,
+                              const std::shared_ptr<redis::detail::sentinel_source>& source) {
+  auto out = cfg.master;
+  out.source = source;
+  out.require_master = true;
+  return out;
+}
+
+}  // namespace
+
+SentinelBackend::SentinelBackend(std::string_view url) : SentinelBackend(redis::parse_sentinel_url(url)) {}
+
+SentinelBackend::SentinelBackend(redis::sentinel_config cfg) : SentinelBackend(with_source{}, make_source(cfg), cfg) {}
+
+SentinelBackend::SentinelBackend(executor_type ex, redis::sentinel_config cfg)
+    : SentinelBackend(with_source{}, std::move(ex), make_source(cfg), cfg) {}
+
+SentinelBackend::SentinelBackend(executor_type ex, std::string_view url)
+    : SentinelBackend(std::move(ex), redis::parse_sentinel_url(url)) {}
+
+SentinelBackend::SentinelBackend(with_source, std::shared_ptr<redis::detail::sentinel_source> source,
+                                 redis::sentinel_config cfg)
+    : RedisBackend(master_settings(cfg, source)), sentinel_cfg_(std::move(cfg)), source_(std::move(source)) {
+  start_watch();
+}
+
+SentinelBackend::SentinelBackend(with_source, executor_type ex,
+                                 std::shared_ptr<redis::detail::sentinel_source> source, redis::sentinel_config cfg)
+    : RedisBackend(std::move(ex), master_settings(cfg, source)),
+      sentinel_cfg_(std::move(cfg)),
+      source_(std::move(source)) {
+  start_watch();
+}
+
+void SentinelBackend::start_watch() {
+  auto watch_cfg = sentinel_cfg_.master;
+  watch_cfg.user = sentinel_cfg_.sentinel_user;
+  watch_cfg.password = sentinel_cfg_.sentinel_password;
+  watch_cfg.database = 0;
+  watch_cfg.source = std::make_shared<redis::detail::sentinel_rotation>(source_);
+  watch_cfg.require_master = false;
+  watch_ = std::make_unique<redis::subscriber>(get_executor(), watch_cfg);
+  follower_ = std::make_shared<redis::detail::sentinel_follower>();
+  follower_->backend = this;
+  follower_->source = source_;
+  follower_->watch = watch_.get();
+  follower_->master_name = sentinel_cfg_.master_name;
+  follower_->retry = std::make_unique<redis::asio::steady_timer>(get_executor());
+  follower_->retry_wait = watch_cfg.reconnect_wait_max;
+  watch_->start();
+  follower_->subscribe();
+}
+
+SentinelBackend::~SentinelBackend() {
+  if (follower_) follower_->stop();
+  core().clear_services();  // they refer to this object, whose members go first
+  if (watch_) watch_->stop();
+}
+
+std::optional<redis::address> SentinelBackend::master_address() const { return source_->last_found(); }
+
+std::size_t SentinelBackend::failovers_seen() const noexcept { return source_->moves(); }
+
+}  // namespace dlock

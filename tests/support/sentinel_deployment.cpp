@@ -1,0 +1,77 @@
+// The Sentinel deployment: start order (master, replicas through proxies,
+// then sentinels), readiness, and the failover helpers.
+#include "sentinel_deployment.hpp"
+
+#include <stdexcept>
+#include <thread>
+
+namespace dlock::test {
+
+sentinel_deployment::sentinel_deployment(sentinel_options opts) : opts_(std::move(opts)) {
+  nodes_.push_back(std::make_unique<redis_server>());
+  for (int i = 0; i < opts_.replicas; ++i) {
+    proxies_.push_back(std::make_unique<fault_proxy>(nodes_[0]->port()));
+    server_options o;
+    o.replica_of = proxies_.back()->port();
+    nodes_.push_back(std::make_unique<redis_server>(o));
+  }
+  for (std::size_t i = 1; i < nodes_.size(); ++i) nodes_[i]->wait_until_synced();
+  sentinels_ = std::make_unique<sentinel_group>(opts_.master_name, nodes_[0]->port(), opts_.sentinels, opts_.quorum,
+                                                opts_.down_after_ms, opts_.failover_timeout_ms);
+  sentinels_->wait_ready(opts_.replicas);
+}
+
+sentinel_deployment::~sentinel_deployment() {
+  sentinels_.reset();  // first: no failover while the rest goes
+  nodes_.clear();
+  proxies_.clear();
+}
+
+std::string sentinel_deployment::url() const {
+  std::string out = "redis-sentinel://";
+  auto ports = sentinels_->ports();
+  for (std::size_t i = 0; i < ports.size(); ++i) out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports[i]);
+  return out + "#" + opts_.master_name;
+}
+
+redis_server& sentinel_deployment::master() {
+  auto port = sentinels_->current_master_port();
+  for (auto& n : nodes_)
+    if (n->port() == port) return *n;
+  throw std::runtime_error("the sentinels name a master that is not in the deployment");
+}
+
+void sentinel_deployment::hold_replication() {
+  for (auto& p : proxies_) p->stall(fault_proxy::direction::to_client);
+}
+
+void sentinel_deployment::release_replication() {
+  for (auto& p : proxies_) p->resume();
+}
+
+void sentinel_deployment::lose_held_replication() {
+  for (auto& p : proxies_) {
+    p->cut();
+    p->resume();
+  }
+}
+
+std::uint16_t sentinel_deployment::wait_for_new_master(std::uint16_t old_port, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    try {
+      auto port = sentinels_->current_master_port();
+      if (port != old_port) {
+        for (auto& n : nodes_)
+          if (n->port() == port && n->running() && n->command({"ROLE"}).rfind("master", 0) == 0) return port;
+      }
+    } catch (const std::exception&) {
+      // a sentinel or node between states: ask again
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("no failover within the limit (master still on port " + std::to_string(old_port) + ")");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace dlock::test
