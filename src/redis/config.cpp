@@ -183,6 +183,22 @@ void parse_unix(std::string_view rest, config& cfg) {
   cfg.path = std::string(path);
 }
 
+// The throwing form of a parser that reports through (ec, why).
+template <class Result, class Parse>
+Result or_throw(std::string_view url, Parse parse) {
+  std::error_code ec;
+  std::string why;
+  Result out = parse(url, ec, &why);
+  if (ec) throw std::system_error(ec, why);
+  return out;
+}
+
+// "user:***@", "user@", ":***@" or nothing: the user info a description shows.
+std::string masked_credentials(const config& cfg) {
+  if (cfg.user.empty() && cfg.password.empty()) return {};
+  return cfg.user + (cfg.password.empty() ? "" : ":***") + "@";
+}
+
 }  // namespace
 
 config parse_url(std::string_view url, std::error_code& ec, std::string* why) {
@@ -258,41 +274,22 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
 }
 
 sentinel_config parse_sentinel_url(std::string_view url) {
-  std::error_code ec;
-  std::string why;
-  auto cfg = parse_sentinel_url(url, ec, &why);
-  if (ec) throw std::system_error(ec, why);
-  return cfg;
+  return or_throw<sentinel_config>(url, [](auto u, auto& ec, auto* why) { return parse_sentinel_url(u, ec, why); });
 }
 
 std::string sentinel_config::describe() const {
-  std::string creds;
-  if (!master.user.empty() || !master.password.empty()) {
-    creds = master.user;
-    if (!master.password.empty()) creds += ":***";
-    creds += "@";
-  }
-  std::string out = "redis-sentinel://" + creds;
+  std::string out = "redis-sentinel://" + masked_credentials(master);
   for (std::size_t i = 0; i < sentinels.size(); ++i) out += (i ? "," : "") + sentinels[i].describe();
   if (master.database != 0) out += "/" + std::to_string(master.database);
   return out + "#" + master_name;
 }
 
 config parse_url(std::string_view url) {
-  std::error_code ec;
-  std::string why;
-  auto cfg = parse_url(url, ec, &why);
-  if (ec) throw std::system_error(ec, why);
-  return cfg;
+  return or_throw<config>(url, [](auto u, auto& ec, auto* why) { return parse_url(u, ec, why); });
 }
 
 std::string config::describe() const {
-  std::string creds;
-  if (!user.empty() || !password.empty()) {
-    creds = user;
-    if (!password.empty()) creds += ":***";
-    creds += "@";
-  }
+  const std::string creds = masked_credentials(*this);
   if (kind == transport::unix_socket) {
     std::string out = "unix://" + creds + path;
     if (database != 0) out += "?db=" + std::to_string(database);
