@@ -153,10 +153,21 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
             a = fsm_.resolved(ec);
             break;
           }
-          case run_fsm::step::connect:
-            a = fsm_.connected(co_await connect_and_handshake(address));
+          case run_fsm::step::connect: {
+            auto ec = co_await connect_and_handshake(address);
             serving_ = address;
+            // The source learned of another master while this connect ran
+            // (a failover announced meanwhile): not this one, then.
+            if (!ec && cfg_.source) {
+              if (auto now_at = cfg_.source->last_found(); now_at && *now_at != address) {
+                error_code ignored;
+                socket_.close(ignored);
+                ec = error::not_master;
+              }
+            }
+            a = fsm_.connected(ec);
             break;
+          }
           case run_fsm::step::serve:
             co_await serve();
             a = fsm_.served();

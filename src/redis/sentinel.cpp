@@ -114,9 +114,12 @@ class sentinel_source final : public address_source, public std::enable_shared_f
   std::uint64_t generation() const override { return generation_.load(); }
 
   // Records `a` as the master; true when it differs from the one before.
-  bool note(const address& a) {
+  // With `asked_at` (the generation when the question was asked), only if
+  // nothing newer was recorded meanwhile: a slow sentinel's old answer
+  // must not replace a failover announced since.
+  bool note(const address& a, std::optional<std::uint64_t> asked_at = std::nullopt) {
     std::lock_guard g(mutex_);
-    if (last_ == a) return false;
+    if (last_ == a || (asked_at && *asked_at != generation_.load())) return false;
     if (last_) ++moves_;
     last_ = a;
     ++generation_;
@@ -136,6 +139,7 @@ class sentinel_source final : public address_source, public std::enable_shared_f
 
  private:
   static asio::awaitable<std::pair<error_code, address>> find(std::shared_ptr<sentinel_source> self) {
+    const auto asked_at = self->generation();
     request req;
     push_auth(req, self->user_, self->password_);
     req.push("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self->name_);
@@ -155,7 +159,7 @@ class sentinel_source final : public address_source, public std::enable_shared_f
       }
       if (auto found = read_master_address(answer)) {
         self->prefer(sentinel);
-        self->note(*found);
+        self->note(*found, asked_at);
         co_return std::pair{error_code{}, std::move(*found)};
       }
       // An error (not a sentinel?) or an answer of another shape: ask the next.
