@@ -20,6 +20,7 @@
 #include <dlock/redis/address_source.hpp>
 #include <dlock/redis/script.hpp>
 
+#include "address_lookup.hpp"
 #include "connect_error.hpp"
 #include "handshake.hpp"
 
@@ -265,10 +266,7 @@ std::pair<error_code, response> blocking_connection::exec(const request& req) {
   if (ec) return {ec, {}};
   // A master demoted since: the next command connects again, to where the
   // source finds the master then.
-  if (cfg_.require_master && std::any_of(out.begin(), out.end(), [](const value& v) {
-        return v.is_error() && v.str.compare(0, 8, "READONLY") == 0;
-      }))
-    close();
+  if (cfg_.require_master && std::any_of(out.begin(), out.end(), detail::is_readonly)) close();
   return {error_code{}, std::move(out)};
 }
 

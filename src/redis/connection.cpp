@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <optional>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
@@ -16,15 +15,14 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-#include <dlock/redis/address_source.hpp>
 
+#include "address_lookup.hpp"
 #include "connect_error.hpp"
 #include "handshake.hpp"
 #include "health_check.hpp"
@@ -38,7 +36,6 @@ namespace detail {
 
 using asio::awaitable;
 using clock = std::chrono::steady_clock;
-using socket_type = asio::generic::stream_protocol::socket;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 class connection_impl : public std::enable_shared_from_this<connection_impl> {
@@ -78,7 +75,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       self->write_signal_.cancel();
       self->deadline_timer_.cancel();
       self->reconnect_timer_.cancel();
-      if (self->finding_) self->finding_->wake.cancel();
+      if (self->lookup_) self->lookup_->wake();
       if (!self->started_) self->requests_.fail_all(error::shutting_down, error::shutting_down);
     });
   }
@@ -156,14 +153,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
           case run_fsm::step::connect: {
             auto ec = co_await connect_and_handshake(address);
             serving_ = address;
-            // The source learned of another master while this connect ran
-            // (a failover announced meanwhile): not this one, then.
-            if (!ec && cfg_.source) {
-              if (auto now_at = cfg_.source->last_found(); now_at && *now_at != address) {
-                error_code ignored;
-                socket_.close(ignored);
-                ec = error::not_master;
-              }
+            if (!ec && source_moved_on(cfg_, address)) {  // a failover announced meanwhile
+              error_code ignored;
+              socket_.close(ignored);
+              ec = error::not_master;
             }
             a = fsm_.connected(ec);
             break;
@@ -197,26 +190,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // settings have an address source (Sentinel's), what it finds.
   awaitable<std::pair<error_code, server_address>> resolve_address() {
     if (!cfg_.source) co_return std::pair{error_code{}, server_address::of(cfg_)};
-    // The source answers on this strand; the answer is kept here and the
-    // loop woken by a timer (stop() wakes it too).
-    auto pending = std::make_shared<finding>(strand_);
-    finding_ = pending;
-    cfg_.source->async_find(strand_, [pending](error_code ec, server_address a) {
-      pending->answer.emplace(ec, std::move(a));
-      pending->wake.cancel();
-    });
-    while (!pending->answer && !stopping_) co_await pending->wake.async_wait(use_tuple);
-    finding_.reset();
-    if (!pending->answer) co_return std::pair{error_code(error::shutting_down), server_address{}};
-    co_return std::move(*pending->answer);
+    co_return co_await address_lookup::ask(*cfg_.source, strand_, lookup_, stopping_);
   }
-
-  // An address_source's answer, awaited by the run loop.
-  struct finding {
-    explicit finding(const asio::strand<asio::any_io_executor>& s) : wake(s, clock::time_point::max()) {}
-    asio::steady_timer wake;
-    std::optional<std::pair<error_code, server_address>> answer;
-  };
 
   // `ec` is one of dlock's connection errors; see request_queue::connect_failed.
   void connect_failed(error_code ec, bool give_up) {
@@ -304,21 +279,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   awaitable<error_code> run_handshake() {
     const handshake greeting(cfg_);
-    auto [wec, written] = co_await asio::async_write(socket_, asio::buffer(greeting.commands().payload()), use_tuple);
-    if (wec) co_return wec;
     response replies;
-    char chunk[4096];
-    while (replies.size() < greeting.replies_expected()) {
-      auto res = incoming_.next();
-      if (res.ec) co_return res.ec;
-      if (res.reply) {
-        replies.push_back(std::move(*res.reply));
-        continue;
-      }
-      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), use_tuple);
-      if (ec) co_return ec;
-      incoming_.append(chunk, n);
-    }
+    if (auto ec = co_await write_and_read(socket_, incoming_, greeting.commands(), replies)) co_return ec;
     co_return greeting.verdict(replies);
   }
 
@@ -352,12 +314,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     }
     if (cfg_.require_master && is_readonly(v)) demoted_ = true;
     return !requests_.take_reply(std::move(v)).stray;
-  }
-
-  // "READONLY You can't write against a read only replica.": the server
-  // this connection reached as a master is a replica now.
-  static bool is_readonly(const value& v) {
-    return v.is_error() && v.str.compare(0, 8, "READONLY") == 0;
   }
 
   awaitable<void> write_loop() {
@@ -441,7 +397,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool connected_ = false;
   bool demoted_ = false;  // a READONLY reply came: end once the written requests are answered
   server_address serving_;  // where the last connect went
-  std::shared_ptr<finding> finding_;  // the address source's answer, while the run loop waits for it
+  std::shared_ptr<address_lookup> lookup_;  // the address source's answer, while the run loop waits for it
   clock::time_point last_byte_at_{};  // for the health check
   std::atomic<std::size_t> connects_{0}, writes_{0}, commands_written_{0};
 };

@@ -14,11 +14,9 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/write.hpp>
 
 #include <dlock/redis/address_source.hpp>
 
-#include "reply_stream.hpp"
 #include "socket_connect.hpp"
 
 namespace dlock::redis::detail {
@@ -34,23 +32,10 @@ asio::awaitable<std::pair<error_code, response>> exchange(socket_type& socket, a
                                                          parser_limits limits) {
   const bool never = false;
   if (auto ec = co_await open_and_connect(socket, resolver, to, never)) co_return std::pair{ec, response{}};
-  auto [wec, n] = co_await asio::async_write(socket, asio::buffer(req.payload()), use_tuple);
-  if (wec) co_return std::pair{wec, response{}};
   reply_stream incoming(limits);
   response replies;
-  char chunk[4096];
-  while (replies.size() < req.size()) {
-    auto res = incoming.next();
-    if (res.ec) co_return std::pair{res.ec, response{}};
-    if (res.reply) {
-      replies.push_back(std::move(*res.reply));
-      continue;
-    }
-    auto [ec, got] = co_await socket.async_read_some(asio::buffer(chunk), use_tuple);
-    if (ec) co_return std::pair{ec, response{}};
-    incoming.append(chunk, got);
-  }
-  co_return std::pair{error_code{}, std::move(replies)};
+  auto ec = co_await write_and_read(socket, incoming, req, replies);
+  co_return std::pair{ec, std::move(replies)};
 }
 
 // One question to one server on a connection of its own, within `limit`

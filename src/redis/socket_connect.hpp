@@ -1,5 +1,6 @@
 // Opening the connection's socket to an address: a unix socket, or each
-// address a host name resolves to in turn, until one connects.
+// address a host name resolves to in turn, until one connects; and the
+// first exchange on a fresh socket (a request, then its replies).
 #pragma once
 
 #include <string>
@@ -11,11 +12,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <dlock/error.hpp>
+#include <dlock/redis/request.hpp>
 
 #include "connect_error.hpp"
+#include "reply_stream.hpp"
 #include "run_fsm.hpp"
 
 namespace dlock::redis::detail {
@@ -63,6 +67,28 @@ inline asio::awaitable<error_code> open_and_connect(socket_type& socket, asio::i
     if (ec == asio::error::operation_aborted) break;
   }
   co_return map_connect_error(ec);
+}
+
+// Writes `req` and reads one reply per command into `replies`, through
+// `incoming` (which keeps what arrived after them, for the caller).
+inline asio::awaitable<error_code> write_and_read(socket_type& socket, reply_stream& incoming, const request& req,
+                                                 response& replies) {
+  constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+  auto [wec, written] = co_await asio::async_write(socket, asio::buffer(req.payload()), use_tuple);
+  if (wec) co_return wec;
+  char chunk[4096];
+  while (replies.size() < req.size()) {
+    auto res = incoming.next();
+    if (res.ec) co_return res.ec;
+    if (res.reply) {
+      replies.push_back(std::move(*res.reply));
+      continue;
+    }
+    auto [ec, n] = co_await socket.async_read_some(asio::buffer(chunk), use_tuple);
+    if (ec) co_return ec;
+    incoming.append(chunk, n);
+  }
+  co_return error_code{};
 }
 
 }  // namespace dlock::redis::detail

@@ -228,6 +228,37 @@ TEST_CASE("a failover while waiters wait: they resubscribe on the new master and
   CHECK(master.command({"EXISTS", "waited"}) == "0");
 }
 
+TEST_CASE("a failover with the old master alive: the announcement moves the waiter's subscription",
+          "[lock][sentinel][failover]") {
+  // SENTINEL FAILOVER demotes a live master: nothing breaks the subscriber's
+  // connection to it, and no READONLY reaches a connection that only
+  // listens; only +switch-master tells it to move.
+  dlock::test::sentinel_deployment d;
+  dlock::SentinelBackend holder_side(d.url());
+  dlock::SentinelBackend waiter_side(d.url());
+  SentinelHashPubSub holder(holder_side, "handed", {}, dlock::renewal::Watchdog{scaled(12s)});
+  SentinelHashPubSub waiter(waiter_side, "handed", {}, dlock::renewal::Watchdog{scaled(12s)});
+  holder.lock();
+  REQUIRE(dlock::test::wait_until([&] { return d.node(1).command({"EXISTS", "handed"}) == "1"; }, scaled(5s)));
+  auto got = std::async(std::launch::async, [&] {
+    if (!waiter.try_lock_for(scaled(60s))) return false;
+    waiter.unlock();
+    return true;
+  });
+  auto channel = dlock::ownership::ReentrantHash::channel("handed");
+  REQUIRE(dlock::test::wait_until([&] { return dlock::test::numsub(d.node(0), channel) == 1; }, scaled(5s)));
+
+  auto old_port = d.node(0).port();
+  d.sentinels().command(0, {"SENTINEL", "FAILOVER", d.master_name()});
+  d.wait_for_new_master(old_port);
+  auto& master = d.master();
+  CHECK(dlock::test::wait_until([&] { return dlock::test::numsub(master, channel) == 1; }, scaled(10s)));
+  CHECK(dlock::test::numsub(d.node(0), channel) == 0);
+  holder.unlock();
+  REQUIRE(got.wait_for(scaled(10s)) == std::future_status::ready);
+  CHECK(got.get());
+}
+
 // The representative combinations (one per ownership and wait) on a
 // master, a replica and a sentinel.
 TEMPLATE_LIST_TEST_CASE("mutual exclusion through Sentinel: 8 threads, then 4 processes", "[lock][sentinel]",
