@@ -10,7 +10,6 @@
 #include <variant>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -23,7 +22,6 @@ namespace dlock::redis::detail {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 // Writes `req` to a fresh connection to `to` and reads one reply per
 // command.
@@ -39,18 +37,38 @@ asio::awaitable<std::pair<error_code, response>> exchange(socket_type& socket, a
 }
 
 // One question to one server on a connection of its own, within `limit`
-// (connect_timeout when it passes).
+// (connect_timeout when it passes). A watchdog closes the socket and
+// cancels the resolver when the limit passes, so the exchange ends whatever
+// step it is in (a name lookup ignores per-operation cancellation).
 asio::awaitable<std::pair<error_code, response>> ask_once(const address& to, const request& req, milliseconds limit,
                                                          parser_limits limits) {
-  using namespace asio::experimental::awaitable_operators;
   auto ex = co_await asio::this_coro::executor;
-  socket_type socket(ex);
-  asio::ip::tcp::resolver resolver(ex);
-  asio::steady_timer timer(ex);
-  timer.expires_after(limit);
-  auto outcome = co_await (exchange(socket, resolver, to, req, limits) || timer.async_wait(use_tuple));
-  if (outcome.index() == 1) co_return std::pair{error_code(error::connect_timeout), response{}};
-  co_return std::get<0>(std::move(outcome));
+  struct io {
+    explicit io(const asio::any_io_executor& e) : socket(e), resolver(e) {}
+    socket_type socket;
+    asio::ip::tcp::resolver resolver;
+    bool finished = false, timed_out = false;
+  };
+  auto state = std::make_shared<io>(ex);
+  asio::steady_timer watchdog(ex);
+  watchdog.expires_after(limit);
+  watchdog.async_wait([state](error_code ec) {
+    if (ec || state->finished) return;
+    state->timed_out = true;
+    error_code ignored;
+    state->socket.close(ignored);
+    state->resolver.cancel();
+  });
+  auto outcome = co_await exchange(state->socket, state->resolver, to, req, limits);
+  state->finished = true;
+  watchdog.cancel();
+  if (state->timed_out) co_return std::pair{error_code(error::connect_timeout), response{}};
+  co_return outcome;
+}
+
+// A refusal of the credentials (or of their absence).
+bool refuses_auth(const value& v) {
+  return v.is_error() && (v.str.compare(0, 6, "NOAUTH") == 0 || v.str.compare(0, 9, "WRONGPASS") == 0);
 }
 
 std::optional<address> read_master_address(const value& v) {
@@ -132,7 +150,8 @@ class sentinel_source final : public address_source, public std::enable_shared_f
     for (const auto& sentinel : self->sentinels()) {
       auto [ec, replies] = co_await ask_once(sentinel, req, self->limit_, self->limits_);
       if (ec || replies.size() != req.size()) continue;
-      if (!self->password_.empty() && replies.front().is_error()) {
+      // AUTH refused, or a sentinel that wants a password we do not have.
+      if ((!self->password_.empty() && replies.front().is_error()) || refuses_auth(replies.back())) {
         refused_auth = true;
         continue;
       }
@@ -176,18 +195,19 @@ namespace {
 // last found through first.
 class sentinel_rotation final : public address_source {
  public:
-  explicit sentinel_rotation(std::shared_ptr<sentinel_source> source) : source_(std::move(source)) {}
+  // Over a list fixed here (the source reorders its own), starting with the
+  // sentinel the master was found through.
+  explicit sentinel_rotation(const sentinel_source& source) : sentinels_(source.sentinels()) {}
 
   void async_find(asio::any_io_executor ex, std::function<void(error_code, address)> done) override {
-    auto all = source_->sentinels();
-    auto pick = all.at(next_++ % all.size());
+    auto pick = sentinels_.at(next_++ % sentinels_.size());
     asio::post(ex, [done = std::move(done), pick = std::move(pick)] { done({}, pick); });
   }
   std::optional<address> last_found() const override { return std::nullopt; }
   std::uint64_t generation() const override { return 0; }
 
  private:
-  std::shared_ptr<sentinel_source> source_;
+  const std::vector<address> sentinels_;
   std::atomic<std::size_t> next_{0};
 };
 
@@ -203,7 +223,8 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
   subscriber* watch = nullptr;
   std::string master_name;
   subscription switch_subscription;
-  std::unique_ptr<asio::steady_timer> retry;
+  std::unique_ptr<asio::steady_timer> retry;          // subscribing again
+  std::unique_ptr<asio::steady_timer> recheck_timer;  // asking the sentinels again
   milliseconds retry_wait{};
 
   // The master is at `to`: connections elsewhere move there.
@@ -224,7 +245,20 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
       ex = backend->get_executor();
     }
     source->async_find(ex, [weak = weak_from_this()](error_code ec, address a) {
-      if (auto self = weak.lock(); self && !ec) self->moved(a);
+      auto self = weak.lock();
+      if (!self) return;
+      if (!ec) {
+        self->moved(a);
+        return;
+      }
+      // No sentinel answered: ask again later, or a missed announcement
+      // would stay missed until a connection breaks.
+      std::lock_guard g(self->mutex);
+      if (!self->backend) return;
+      self->recheck_timer->expires_after(self->retry_wait);
+      self->recheck_timer->async_wait([weak](error_code wec) {
+        if (auto again = weak.lock(); again && !wec) again->recheck();
+      });
     });
   }
 
@@ -249,6 +283,9 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
   }
 
   void subscribe() {
+    // Under the mutex, so that the backend cannot destroy the watch
+    // meanwhile. The completion takes the mutex too, but it is always
+    // posted, never run inside async_subscribe.
     std::lock_guard g(mutex);
     if (!backend) return;
     std::weak_ptr<sentinel_follower> weak = weak_from_this();
@@ -283,6 +320,7 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
     std::lock_guard g(mutex);
     backend = nullptr;
     retry.reset();  // cancels a pending retry
+    recheck_timer.reset();
     s = std::move(switch_subscription);
   }
 };
@@ -339,7 +377,7 @@ void SentinelBackend::start_watch() {
   watch_cfg.user = sentinel_cfg_.sentinel_user;
   watch_cfg.password = sentinel_cfg_.sentinel_password;
   watch_cfg.database = 0;
-  watch_cfg.source = std::make_shared<redis::detail::sentinel_rotation>(source_);
+  watch_cfg.source = std::make_shared<redis::detail::sentinel_rotation>(*source_);
   watch_cfg.require_master = false;
   watch_ = std::make_unique<redis::subscriber>(get_executor(), watch_cfg);
   follower_ = std::make_shared<redis::detail::sentinel_follower>();
@@ -348,6 +386,7 @@ void SentinelBackend::start_watch() {
   follower_->watch = watch_.get();
   follower_->master_name = sentinel_cfg_.master_name;
   follower_->retry = std::make_unique<redis::asio::steady_timer>(get_executor());
+  follower_->recheck_timer = std::make_unique<redis::asio::steady_timer>(get_executor());
   follower_->retry_wait = watch_cfg.reconnect_wait_max;
   watch_->start();
   follower_->subscribe();

@@ -96,6 +96,19 @@ TEST_CASE("a master name no sentinel knows, and sentinels nobody can reach, are 
   CHECK(ec == dlock::error::invalid_url);
 }
 
+TEST_CASE("sentinels that want a password: auth_failed without it, found with it", "[lock][sentinel]") {
+  dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
+  d.sentinels().command(0, {"ACL", "SETUSER", "default", "on", ">sentinel-secret"});
+  auto ec = construction_error([&] { dlock::SentinelBackend b(d.url()); });
+  CHECK(ec == dlock::error::auth_failed);
+  auto cfg = dlock::redis::parse_sentinel_url(d.url());
+  cfg.sentinel_password = "wrong";
+  CHECK(construction_error([&] { dlock::SentinelBackend b(cfg); }) == dlock::error::auth_failed);
+  cfg.sentinel_password = "sentinel-secret";
+  dlock::SentinelBackend backend(cfg);
+  CHECK(backend.master_address()->port == d.node(0).port());
+}
+
 TEST_CASE("a connection that must reach a master refuses a replica", "[lock][sentinel]") {
   dlock::test::redis_server master;
   dlock::test::server_options o;
