@@ -253,12 +253,17 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
       }
       // No sentinel answered: ask again later, or a missed announcement
       // would stay missed until a connection breaks.
-      std::lock_guard g(self->mutex);
-      if (!self->backend) return;
-      self->recheck_timer->expires_after(self->retry_wait);
-      self->recheck_timer->async_wait([weak](error_code wec) {
-        if (auto again = weak.lock(); again && !wec) again->recheck();
-      });
+      self->later(self->recheck_timer, &sentinel_follower::recheck);
+    });
+  }
+
+  // Runs `step` again after retry_wait on `timer`, unless stopped by then.
+  void later(std::unique_ptr<asio::steady_timer>& timer, void (sentinel_follower::*step)()) {
+    std::lock_guard g(mutex);
+    if (!backend) return;
+    timer->expires_after(retry_wait);
+    timer->async_wait([weak = weak_from_this(), step](error_code ec) {
+      if (auto self = weak.lock(); self && !ec) ((*self).*step)();
     });
   }
 
@@ -306,12 +311,7 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
             self->recheck();  // a failover between the first connect and now
             return;
           }
-          std::lock_guard g2(self->mutex);
-          if (!self->backend) return;
-          self->retry->expires_after(self->retry_wait);
-          self->retry->async_wait([weak](error_code wec) {
-            if (auto again = weak.lock(); again && !wec) again->subscribe();
-          });
+          self->later(self->retry, &sentinel_follower::subscribe);
         });
   }
 
