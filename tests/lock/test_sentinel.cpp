@@ -5,6 +5,7 @@
 
 #include <dlock/backend/sentinel.hpp>
 #include <dlock/redis/address_source.hpp>
+#include <support/hold_history.hpp>
 #include <support/sentinel_deployment.hpp>
 
 #include <boost/asio/post.hpp>
@@ -205,6 +206,49 @@ TEST_CASE("a failover while a lock is held: the watchdog renews on the new maste
   CHECK(pttl > (lease / 3).count());
   hold.release();
   CHECK(master.command({"EXISTS", "held"}) == "0");
+}
+
+TEST_CASE("seed 003's failover, reproduced: a lock the replicas never got is granted twice",
+          "[lock][sentinel][failover][story]") {
+  // Client A takes the lock while replication is held back; the master
+  // dies with the write; Sentinel promotes a replica that never had it;
+  // client B takes the same lock there while A still holds it (A's next
+  // renewal, 10 s after its acquire, is what would tell it otherwise).
+  dlock::test::sentinel_deployment d;
+  dlock::SentinelBackend a_side(d.url());
+  dlock::SentinelBackend b_side(d.url());
+  SentinelToken a(a_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+  SentinelToken b(b_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+  dlock::test::hold_history history;
+
+  d.hold_replication();
+  auto a_hold = a.acquire();
+  const auto a_start = dlock::test::monotonic_ns();
+  CHECK(d.node(0).command({"EXISTS", "story"}) == "1");
+  for (std::size_t r = 1; r < d.nodes(); ++r) CHECK(d.node(r).command({"EXISTS", "story"}) == "0");
+
+  auto old_port = d.node(0).port();
+  d.node(0).kill();
+  d.lose_held_replication();  // the write dies with the master
+  d.wait_for_new_master(old_port);
+  std::error_code ec;
+  auto b_hold = b.try_acquire_for(scaled(20s), ec);
+  REQUIRE_FALSE(ec);
+  REQUIRE(b_hold);
+  const auto b_start = dlock::test::monotonic_ns();
+  CHECK_FALSE(a_hold.lost());  // A has not heard: it still holds, as far as it knows
+  const auto both_held = dlock::test::monotonic_ns();
+  b_hold->release(ec);
+  CHECK_FALSE(ec);
+  history.add({"story", "A", a_start, both_held});
+  history.add({"story", "B", b_start, both_held});
+  auto found = history.overlaps();
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].earlier.worker == "A");
+  CHECK(found[0].later.worker == "B");
+  // A's release finds the key gone (B released) or not its own: the lock was lost.
+  a_hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
 }
 
 // A PubSub waiter waits while `fail_over` moves the master away from node
