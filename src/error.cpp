@@ -45,6 +45,8 @@ class category final : public std::error_category {
         return "the server reached is not a master (a replica, or a master demoted by a failover)";
       case error::unknown_master: return "no sentinel knows a master of that name";
       case error::no_sentinel: return "no sentinel could be reached";
+      case error::not_acknowledged:
+        return "fewer replicas than required acknowledged the lock's write in time (the write was given back)";
     }
     return "unknown dlock error";
   }

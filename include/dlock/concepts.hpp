@@ -25,6 +25,7 @@
 #include <dlock/detail/hold_record.hpp>
 #include <dlock/error.hpp>
 #include <dlock/types.hpp>
+#include <dlock/redis/acknowledged.hpp>
 #include <dlock/redis/error_code.hpp>
 #include <dlock/redis/request.hpp>
 #include <dlock/redis/script_cache.hpp>
@@ -104,6 +105,27 @@ concept backend_blocking =
       { b.blocking_exec(key, req) } -> std::same_as<std::optional<std::pair<error_code, redis::response>>>;
       { b.blocking_eval(s, v, v) } -> std::same_as<std::optional<std::pair<error_code, redis::value>>>;
     };
+/// Optional: replica acknowledgement. `acknowledges()` says whether it is
+/// on (a backend may have it off at run time); then a write that takes or
+/// extends a lock goes through `async_exec_acknowledged(key, req, token)`
+/// (`void(error_code, redis::response, redis::replica_acks)`: the replies
+/// to `req` and what a WAIT right behind it found) and the watchdog's
+/// batches through `async_eval_all_acknowledged(calls, token)`
+/// (`void(std::vector<redis::call_result>, redis::replica_acks)`). A
+/// backend without them never acknowledges.
+template <class B>
+concept backend_acknowledging = requires(B& b, const B& cb, std::string_view key, redis::request req,
+                                         std::vector<script_call> calls) {
+  { cb.acknowledges() } -> std::convertible_to<bool>;
+  { b.async_exec_acknowledged(key, req, command_token{}) } -> std::same_as<asio::awaitable<std::tuple<error_code, redis::response, redis::replica_acks>>>;
+  { b.async_eval_all_acknowledged(calls, command_token{}) } -> std::same_as<asio::awaitable<std::tuple<std::vector<redis::call_result>, redis::replica_acks>>>;
+};
+/// Optional: the blocking fast path of an acknowledged write (nullopt: send
+/// it the asynchronous way).
+template <class B>
+concept backend_blocking_acknowledging = requires(B& b, std::string_view key, const redis::request& req) {
+  { b.blocking_exec_acknowledged(key, req) } -> std::same_as<std::optional<std::tuple<error_code, redis::response, redis::replica_acks>>>;
+};
 /// A stand-in for the services the host keeps per backend (the watchdog's
 /// renewals, the lease watch): made from the backend, returned by reference.
 struct service_probe {

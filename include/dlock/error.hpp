@@ -97,6 +97,14 @@ enum class error {
   /// None of the sentinels could be reached (refused, timed out, or
   /// refused the sentinel password).
   no_sentinel,
+
+  // --- replica acknowledgement (WAIT) ---------------------------------------
+  /// Replica acknowledgement is on, and fewer replicas than required
+  /// acknowledged the lock's write within the WAIT timeout, on every try
+  /// before the deadline. Each such write was given back (the lock is not
+  /// held); the master may be fine, but a failover now could lose a hold,
+  /// so none was granted.
+  not_acknowledged,
 };
 
 /// Questions a caller asks of any error, instead of listing codes:

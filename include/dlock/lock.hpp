@@ -98,7 +98,9 @@ class Lock {
   /// Checks the name and every policy parameter before anything reaches
   /// Redis: throws std::system_error with invalid_name (empty or longer than
   /// 4096 bytes), invalid_lease (zero, negative, longer than max_lease, or
-  /// too short for its loss margin) or invalid_interval.
+  /// too short for its loss margin) or invalid_interval; invalid_argument
+  /// when the backend acknowledges writes (replica acknowledgement) and the
+  /// ownership is not owner-checked.
   Lock(BackendT& backend, std::string name, OwnershipT ownership = {}, RenewalT renewal = {},
        WaitT wait = {})
       : backend_(backend),
@@ -111,6 +113,13 @@ class Lock {
     if (auto ec = ownership_.validate()) throw std::system_error(ec, "dlock::Lock ownership policy");
     if (auto ec = renewal_.validate()) throw std::system_error(ec, "dlock::Lock renewal policy");
     if (auto ec = wait_.validate()) throw std::system_error(ec, "dlock::Lock wait policy");
+    // A write too few replicas acknowledged is given back, which only an
+    // owner-checked release can do without deleting someone else's lock.
+    if (detail::acknowledging(backend_) && !OwnershipT::owner_checked)
+      throw std::system_error(make_error_code(error::invalid_argument),
+                              std::string("dlock::Lock: replica acknowledgement needs an owner-checked ownership "
+                                          "(token, reentrant hash or queue), not ") +
+                                  OwnershipT::policy_name);
   }
 
   /// Releases whatever this lock object still holds (the std interface's
@@ -360,6 +369,11 @@ class Lock {
   // Releases a hold just won by an acquire whose caller cancelled it;
   // completes with operation_aborted.
   asio::awaitable<acquire_result> give_back(record_type& rec);
+  // Runs the ownership's release for a hold the caller is not given.
+  asio::awaitable<error_code> release_won(record_type& rec);
+  // With replica acknowledgement on: whether a won try may count (enough
+  // replicas acknowledged its write); if not, the lock was given back.
+  asio::awaitable<std::pair<error_code, bool>> keep_if_acknowledged(record_type& rec);
 
   // Ends a hold that is over (lost, or its lease ran out): its keeper lets
   // go, and its holders learn it.

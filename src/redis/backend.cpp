@@ -33,11 +33,26 @@ T value_or_throw(std::pair<std::error_code, T> r, const char* what) {
   throw std::system_error(r.first, what);
 }
 
+// Replica acknowledgement settings that cannot work say so before
+// anything connects.
+void check_acknowledge(const redis::config& cfg) {
+  if (!cfg.acknowledge) return;
+  const auto& ack = *cfg.acknowledge;
+  if (ack.replicas != redis::replica_ack::all && ack.replicas < 1)
+    throw std::system_error(make_error_code(error::invalid_argument),
+                            "replica acknowledgement: replicas must be at least 1, or replica_ack::all");
+  if (ack.timeout <= std::chrono::milliseconds::zero() || ack.timeout >= cfg.command_timeout)
+    throw std::system_error(make_error_code(error::invalid_argument),
+                            "replica acknowledgement: the WAIT timeout must be positive and shorter than the "
+                            "command timeout");
+}
+
 }  // namespace
 
 RedisBackend::RedisBackend(std::string_view url) : RedisBackend(redis::parse_url(url)) {}
 
 RedisBackend::RedisBackend(redis::config cfg) {
+  check_acknowledge(cfg);
   commands_ = std::make_unique<redis::connection>(core_.get_executor(), cfg);
   subscriber_ = std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg));
   core_.start_thread();
@@ -54,7 +69,7 @@ RedisBackend::RedisBackend(redis::config cfg) {
 }
 
 RedisBackend::RedisBackend(executor_type ex, redis::config cfg)
-    : core_(std::move(ex)),
+    : core_((check_acknowledge(cfg), std::move(ex))),
       commands_(std::make_unique<redis::connection>(core_.get_executor(), cfg)),
       subscriber_(std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg))) {
   commands_->start();
@@ -68,14 +83,63 @@ RedisBackend::~RedisBackend() {
   core_.clear_services();  // they use the connections
   if (commands_) commands_->stop();
   if (subscriber_) subscriber_->stop();
+  {
+    std::lock_guard g(lanes_mutex_);
+    for (auto& l : lanes_) l.conn->stop();
+  }
   if (core_.owns_thread()) {
     // The connections' loops end once stopped; give them a moment to fail
     // their queues cleanly, then stop the thread whatever remains.
     core_.drain();
     commands_.reset();
     subscriber_.reset();
+    lanes_.clear();
     core_.stop();
   }
+}
+
+int RedisBackend::replicas_wanted() const noexcept {
+  if (!acknowledges()) return 0;
+  return redis::detail::replicas_to_ask(ack_settings(), reported_replicas_.load(std::memory_order_relaxed));
+}
+
+std::size_t RedisBackend::acknowledgement_lanes() const {
+  std::lock_guard g(lanes_mutex_);
+  return lanes_.size();
+}
+
+// An idle lane; else a new one while there may be more; else the least
+// busy (its WAIT ends within the ack timeout).
+redis::connection* RedisBackend::take_lane() {
+  std::lock_guard g(lanes_mutex_);
+  lane* best = nullptr;
+  for (auto& l : lanes_)
+    if (!best || l.busy < best->busy) best = &l;
+  if ((!best || best->busy > 0) && lanes_.size() < max_acknowledgement_lanes) {
+    auto conn = std::make_unique<redis::connection>(core_.get_executor(), commands_->settings());
+    conn->start();
+    lanes_.push_back(lane{std::move(conn), 0});
+    best = &lanes_.back();
+  }
+  ++best->busy;
+  return best->conn.get();
+}
+
+void RedisBackend::lane_done(redis::connection* c) {
+  std::lock_guard g(lanes_mutex_);
+  for (auto& l : lanes_)
+    if (l.conn.get() == c) {
+      --l.busy;
+      return;
+    }
+}
+
+void RedisBackend::server_moved(const redis::address& to) {
+  reported_replicas_.store(-1, std::memory_order_relaxed);
+  commands_->server_moved(to);
+  subscriber_->link().server_moved(to);
+  std::lock_guard g(lanes_mutex_);
+  for (auto& l : lanes_) l.conn->server_moved(to);
 }
 
 void RedisBackend::wait_first_connect() {
@@ -164,6 +228,27 @@ std::optional<std::pair<redis::error_code, redis::value>> RedisBackend::blocking
     const redis::script& s, const std::vector<std::string>& keys, const std::vector<std::string>& args) {
   auto* direct = blocking_here();
   return direct ? written(direct->eval(s, keys, args)) : std::nullopt;
+}
+
+std::optional<std::tuple<redis::error_code, redis::response, redis::replica_acks>>
+RedisBackend::blocking_exec_acknowledged(std::string_view, const redis::request& req) {
+  auto* direct = blocking_here();
+  if (!direct || !acknowledges()) return std::nullopt;
+  int wanted = replicas_wanted();
+  if (wanted == 0) {
+    // Nothing of the request is sent before ROLE answers: when it does
+    // not, the asynchronous path takes the request.
+    auto [ec, r] = direct->exec(redis::request().push("ROLE"));
+    if (ec) return std::nullopt;
+    if (r.size() == 1) note_replicas(redis::detail::replicas_in_role(r[0]));
+    wanted = replicas_wanted();
+    if (wanted == 0) return std::tuple{redis::error_code(error::not_master), redis::response{}, redis::replica_acks{}};
+  }
+  auto [ec, r] = direct->exec(redis::detail::acknowledged_request(req, wanted, ack_settings().timeout));
+  if (ec == condition::not_sent) return std::nullopt;
+  auto out = redis::detail::split_acknowledged(ec, std::move(r), wanted);
+  note_replicas(out.reported);
+  return std::tuple{out.ec, std::move(out.body), out.acks};
 }
 
 // Runs `direct` on a pooled blocking connection; when it could not write

@@ -232,8 +232,7 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
     std::lock_guard g(mutex);
     if (!backend) return;
     source->note(to);
-    backend->connection().server_moved(to);
-    backend->subscriber().link().server_moved(to);
+    backend->server_moved(to);
   }
 
   // Asks the sentinels again (an announcement may have been missed).

@@ -45,6 +45,10 @@ void sentinel_deployment::hold_replication() {
   for (auto& p : proxies_) p->stall(fault_proxy::direction::to_client);
 }
 
+void sentinel_deployment::hold_replication_to(std::size_t node) {
+  proxies_.at(node - 1)->stall(fault_proxy::direction::to_client);
+}
+
 void sentinel_deployment::release_replication() {
   for (auto& p : proxies_) p->resume();
 }

@@ -51,6 +51,8 @@ class sentinel_deployment {
   /// Replication to every replica is held back (the proxies stop
   /// forwarding master -> replica); writes stay on the master alone.
   void hold_replication();
+  /// Replication to replica `node` (1..) alone is held back.
+  void hold_replication_to(std::size_t node);
   /// Forwards again, held bytes first.
   void release_replication();
   /// Drops whatever replication the proxies held back, and cuts their

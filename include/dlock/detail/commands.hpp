@@ -60,6 +60,66 @@ asio::awaitable<std::pair<error_code, redis::value>> command(B& backend, std::st
   co_return out;
 }
 
+/// Whether `backend` waits for replicas to acknowledge lock writes (see
+/// contract::backend_acknowledging); false for a backend that cannot.
+template <class B>
+bool acknowledging(const B& backend) {
+  if constexpr (contract::backend_acknowledging<B>) return backend.acknowledges();
+  else return false;
+}
+
+/// A write that takes or extends a lock, routed by `key`. On a backend
+/// that acknowledges writes it goes with `WAIT` right behind it, on a
+/// connection where no other lock's commands wait (a blocking caller's own,
+/// or an acknowledgement lane), and `acks` receives what the replicas
+/// acknowledged; elsewhere it is exec() and `acks` says nothing was asked.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::response>> acknowledged_exec(B& backend, std::string_view key,
+                                                                          redis::replica_acks& acks,
+                                                                          redis::request req) {
+  acks = {};
+  if constexpr (contract::backend_acknowledging<B>) {
+    if (backend.acknowledges()) {
+      if constexpr (contract::backend_blocking_acknowledging<B>) {
+        if (auto out = backend.blocking_exec_acknowledged(key, req)) {
+          auto& [ec, r, got] = *out;
+          acks = got;
+          co_return std::pair{ec, std::move(r)};
+        }
+      }
+      auto [ec, r, got] = co_await backend.async_exec_acknowledged(key, std::move(req), uncancellable());
+      acks = got;
+      co_return std::pair{ec, std::move(r)};
+    }
+  }
+  co_return co_await exec(backend, key, std::move(req));
+}
+
+/// A script that takes or extends a lock, as acknowledged_exec (routed by
+/// its first key): by SHA, and once by its source after a NOSCRIPT reply.
+/// An error reply is server_error with the reply as the value, as eval()
+/// gives it.
+template <class B>
+asio::awaitable<std::pair<error_code, redis::value>> acknowledged_eval(B& backend, redis::replica_acks& acks,
+                                                                       const redis::script& s,
+                                                                       std::vector<std::string> keys,
+                                                                       std::vector<std::string> args) {
+  if (!acknowledging(backend)) {
+    acks = {};
+    co_return co_await eval(backend, s, std::move(keys), std::move(args));
+  }
+  const std::string key = keys.empty() ? std::string() : keys.front();
+  redis::request req;
+  redis::detail::push_eval(req, "EVALSHA", s.sha1(), keys, args);
+  auto [ec, r] = co_await acknowledged_exec(backend, key, acks, std::move(req));
+  if (!ec && r.size() == 1 && redis::detail::is_noscript(r[0])) {
+    redis::request again;
+    redis::detail::push_eval(again, "EVAL", s.source(), keys, args);
+    std::tie(ec, r) = co_await acknowledged_exec(backend, key, acks, std::move(again));
+  }
+  co_return redis::detail::single_reply(ec, r);
+}
+
 /// The integer a reply carries, or nullopt when it is of another type (a
 /// reply a policy does not expect is never read as a verdict).
 inline std::optional<std::int64_t> integer_of(const redis::value& v) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <dlock/redis/acknowledged.hpp>
+
 namespace dlock::detail {
 
 using steady = std::chrono::steady_clock;
@@ -44,6 +46,10 @@ struct hold_record {
   /// its wins (ReentrantHash) can tell whether a lost reply was a win.
   std::string attempt_id;
   int hold_count = 0;  ///< reentrant depth held by this process (lock's mutex)
+  /// What the replicas acknowledged of the last acquire try's write (see
+  /// detail::acknowledged_exec); reset by the lock before each try. A try
+  /// that sent no WAIT leaves `wanted` at 0.
+  redis::replica_acks acks;
 
   /// Records that a command which set the lease to `lease`, sent at `sent`,
   /// was confirmed by the server: the key cannot expire before sent + lease

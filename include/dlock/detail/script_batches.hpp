@@ -34,7 +34,11 @@ namespace dlock::detail {
 /// - `gone(record, item)` -> gone_action: a "gone" verdict;
 /// - `no_answer(item, entry, now)`: no verdict came (the entry is due again
 ///   soon; this may do more, under the mutex);
-/// - `signal(record)`: runs outside the mutex for a gone_action::signal.
+/// - `signal(record)`: runs outside the mutex for a gone_action::signal;
+/// - `acknowledged`: on a backend that acknowledges writes, each batch goes
+///   with a WAIT behind it, and a "renewed" verdict of a batch that too few
+///   replicas acknowledged counts as no verdict (a "gone" one stands: the
+///   master has no such key).
 /// "No verdict" (a dropped connection, an unreadable reply) makes the entry
 /// due again soon; NOSCRIPT (the server lost its scripts: the call did not
 /// run) makes it due at once, and the next batch loads the script again.
@@ -148,17 +152,27 @@ class script_batches {
       // One round trip; a script the connection has not loaded yet is
       // loaded in the same pipeline (at a slow link, an extra NOSCRIPT
       // round trip could outlast a lease).
-      backend.async_eval_all(std::move(calls), [self = std::static_pointer_cast<impl>(this->shared_from_this()),
-                                                groups = std::move(groups),
+      auto self = std::static_pointer_cast<impl>(this->shared_from_this());
+      if constexpr (Traits::acknowledged && contract::backend_acknowledging<B>) {
+        if (backend.acknowledges()) {
+          backend.async_eval_all_acknowledged(
+              std::move(calls), [self, groups = std::move(groups), at = now](std::vector<redis::call_result> r,
+                                                                             redis::replica_acks acks) {
+                self->on_replies(groups, at, r, acks.met());
+              });
+          return;
+        }
+      }
+      backend.async_eval_all(std::move(calls), [self, groups = std::move(groups),
                                                 at = now](std::vector<redis::call_result> r) {
-        self->on_replies(groups, at, r);
+        self->on_replies(groups, at, r, true);
       });
     }
 
     // Each call has its own result: a server that could not be reached
     // costs only the verdicts of its own calls.
     void on_replies(const std::vector<sent_group>& groups, steady::time_point at,
-                    const std::vector<redis::call_result>& results) {
+                    const std::vector<redis::call_result>& results, bool acknowledged) {
       std::vector<std::shared_ptr<record>> signalled;
       {
         std::lock_guard g(m);
@@ -182,7 +196,8 @@ class script_batches {
               continue;
             }
             auto& e = it->second;
-            const auto verdict = i < verdicts.size() ? verdicts[i] : renewal_verdict::no_verdict;
+            auto verdict = i < verdicts.size() ? verdicts[i] : renewal_verdict::no_verdict;
+            if (verdict == renewal_verdict::renewed && !acknowledged) verdict = renewal_verdict::no_verdict;
             if (noscript) {
               e.next_due = now;  // the call did not run: the next batch loads it again, now
             } else if (verdict == renewal_verdict::renewed) {

@@ -95,6 +95,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
     return acquire_result{error_code{}, rec};
   };
   error_code ended;  // set when the acquire ends without the lock
+  bool unacknowledged = false;  // a try won, but too few replicas acknowledged it
   for (;;) {
     attempt at;
     {
@@ -121,7 +122,9 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         rec = fresh;
       }
       // A grant needs no try: the release already made us the owner.
-      if (steps.granted(*rec)) {
+      const bool granted = steps.granted(*rec);
+      if (granted) {
+        rec->acks = {};  // written by the releaser: no WAIT of ours covers it
         at = attempt{true, std::nullopt};
       } else {
         co_await steps.before_try(*rec, deadline);
@@ -131,8 +134,21 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
           break;
         }
         at = won;
-        steps.after_try(rec, at);
       }
+      if (at.acquired && detail::acknowledging(backend_)) {
+        auto [ack_ec, kept] = co_await keep_if_acknowledged(*rec);
+        if (ack_ec) {
+          ended = ack_ec;
+          break;
+        }
+        if (!kept) {
+          // Given back: the wait goes on, and the next try comes at once
+          // (the lock is free, as far as this owner knows).
+          unacknowledged = true;
+          at = attempt{false, milliseconds(0)};
+        }
+      }
+      if (!granted) steps.after_try(rec, at);
       if (at.acquired) {
         if (co_await cancelled()) {
           steps.done();
@@ -157,6 +173,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
     }
     if ((ended = co_await steps.wait(at.held_for, deadline))) break;
   }
+  if (ended == error::not_acquired && unacknowledged) ended = error::not_acknowledged;
   // Ending without the lock: the waiter leaves whatever it joined (a
   // queue's line, in the script that checks for a grant). A grant that came
   // before is kept, or given back if the caller cancelled or this owner
@@ -183,11 +200,51 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(record_type& rec) -> asio::awaitable<acquire_result> {
   // Won, but the caller gave up: give it back before completing.
+  if (auto ec = co_await release_won(rec)) report(ec, "giving back a cancelled acquire (the lock lapses with its lease)");
+  co_return acquire_result{asio::error::operation_aborted, nullptr};
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+asio::awaitable<error_code> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_won(record_type& rec) {
   rec.release_id = detail::unique_id();
   rec.release_retry = false;
   auto [ec, outcome] = co_await ownership_.release(backend_, rec);
-  if (ec) report(ec, "giving back a cancelled acquire (the lock lapses with its lease)");
-  co_return acquire_result{asio::error::operation_aborted, nullptr};
+  co_return ec;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::keep_if_acknowledged(
+    record_type& rec) {
+  if constexpr (OwnershipT::owner_checked) {
+    // A win that no WAIT of ours followed (a hand-off's grant, or a lost
+    // reply found to have won) is acknowledged by an owner-checked extend:
+    // replicas apply the master's writes in order, so one that has the
+    // extend has the win before it. A key without a lease has no extend;
+    // it is given back.
+    if (rec.acks.wanted == 0 && rec.lease > milliseconds::zero()) {
+      auto call = ownership_.extend_call(rec);
+      auto sent = detail::steady::now();
+      auto [ec, v] = co_await detail::acknowledged_eval(backend_, rec.acks, *call.script, std::move(call.keys),
+                                                        std::move(call.args));
+      if (!ec) {
+        auto verdict = OwnershipT::read_extend(v);
+        if (verdict == renewal_verdict::gone) co_return std::pair{error_code{}, false};  // not ours: nothing to give back
+        if (verdict == renewal_verdict::renewed && rec.acks.met()) {
+          rec.confirm(sent);
+          co_return std::pair{error_code{}, true};
+        }
+      }
+    }
+    if (rec.acks.met()) co_return std::pair{error_code{}, true};
+    // Too few replicas have it: a failover now could grant it again. Given
+    // back, so that nobody holds what the replicas may not know of.
+    if (auto ec = co_await release_won(rec)) co_return std::pair{ec, false};
+    co_return std::pair{error_code{}, false};
+  } else {
+    // The constructor refuses this combination; were it reached, nothing
+    // could be given back safely, so the win does not count.
+    co_return std::pair{error_code(error::invalid_argument), false};
+  }
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>

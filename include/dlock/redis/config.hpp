@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -17,6 +18,26 @@ namespace dlock::redis {
 inline constexpr std::uint16_t default_tcp_port{6379};
 
 class address_source;  // redis/address_source.hpp
+
+/// Replica acknowledgement of a lock's writes (config::acknowledge): after
+/// each write that takes or extends a lock, `WAIT replicas timeout` on the
+/// same connection, right behind it in the same pipeline. Redis replicates
+/// asynchronously; WAIT only reports how many replicas have received the
+/// write. A lock write that fewer than `replicas` replicas acknowledged
+/// within `timeout` is given back (an acquire) or not counted (a renewal).
+struct replica_ack {
+  /// `replicas` means "every replica the master reports" (ROLE's list of
+  /// connected replicas, read in the same pipeline as each write, and at
+  /// least one).
+  static constexpr int all = -1;
+  /// How many replicas must acknowledge: a count of at least 1, or `all`.
+  int replicas = all;
+  /// How long WAIT waits for them. Positive, and shorter than the
+  /// connection's command_timeout (a WAIT that outlasts it would be read
+  /// as an unanswered command). A lock's acquire can take this long once
+  /// per try when replicas lag, and a lease must outlast it.
+  std::chrono::milliseconds timeout{1000};
+};
 
 /// Connection settings. Every duration must be positive.
 struct config {
@@ -60,6 +81,10 @@ struct config {
   /// ends the connection as soon as what was written on it is answered,
   /// and the next connect asks `source` again.
   bool require_master = false;
+  /// Replica acknowledgement of lock writes (see replica_ack); empty: off.
+  /// Used by the backends (RedisBackend, SentinelBackend), not by a
+  /// connection on its own.
+  std::optional<replica_ack> acknowledge;
 
   /// "redis://127.0.0.1:7000/2" or "unix:///tmp/r.sock", without the password.
   std::string describe() const;

@@ -41,6 +41,13 @@ class request {
     return *this;
   }
 
+  /// Appends every command of `other`, in order.
+  request& append(const request& other) {
+    payload_ += other.payload_;
+    commands_ += other.commands_;
+    return *this;
+  }
+
   /// The number of commands, and so of replies expected.
   std::size_t size() const noexcept { return commands_; }
   bool empty() const noexcept { return commands_ == 0; }

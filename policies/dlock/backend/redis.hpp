@@ -2,6 +2,7 @@
 // subscriber connection, on the caller's executor or on a private I/O thread.
 #pragma once
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <boost/asio/compose.hpp>
@@ -17,6 +19,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/backend/core.hpp>
+#include <dlock/redis/acknowledged.hpp>
 #include <dlock/redis/blocking_connection.hpp>
 #include <dlock/redis/config.hpp>
 #include <dlock/redis/connection.hpp>
@@ -127,6 +130,61 @@ class RedisBackend {
     return subscriber_->async_subscribe(std::move(channel), std::move(l), std::forward<CompletionToken>(token));
   }
 
+  // ---- Replica acknowledgement (settings().acknowledge) -------------------
+  //
+  // WAIT holds the connection it is sent on until it answers (up to its
+  // timeout), so acknowledged writes never go on the shared connection,
+  // where releases, checks and every other lock's commands would queue
+  // behind it: a blocking caller sends them on its own blocking
+  // connection, and the asynchronous path on an acknowledgement lane, one
+  // of a few connections of their own (up to max_acknowledgement_lanes,
+  // opened as needed: a write takes an idle one, or a new one, or the
+  // least busy one when all are open and busy).
+
+  /// Whether lock writes wait for replicas (settings().acknowledge is set).
+  bool acknowledges() const noexcept { return settings().acknowledge.has_value(); }
+  /// How many replicas a write's WAIT asks for now: the setting's count, or
+  /// every replica the master listed in its last ROLE reply (at least one);
+  /// 0 before any ROLE reply was read.
+  int replicas_wanted() const noexcept;
+  /// How many lanes the asynchronous path may open.
+  static constexpr std::size_t max_acknowledgement_lanes = 8;
+  /// The lanes open now (for tests and benchmarks).
+  std::size_t acknowledgement_lanes() const;
+
+  /// Sends `req` as `ROLE; req; WAIT n timeout` on an acknowledgement lane
+  /// (before the first write, a ROLE alone when the count of replicas is
+  /// not known yet). Completion `void(error_code, response,
+  /// redis::replica_acks)`: the replies to `req` alone, and what WAIT found.
+  /// Errors as async_exec; `key` routes it (one server: every request goes
+  /// to it).
+  template <class CompletionToken>
+  auto async_exec_acknowledged(std::string_view /*key*/, redis::request req, CompletionToken&& token) {
+    return redis::asio::async_compose<CompletionToken, void(redis::error_code, redis::response, redis::replica_acks)>(
+        acknowledged_op<exec_body>{this, exec_body{std::move(req)}}, token, core_.get_executor());
+  }
+
+  /// Runs many scripts in one acknowledged round trip (the watchdog's
+  /// renewals), on an acknowledgement lane. Completion
+  /// `void(std::vector<redis::call_result>, redis::replica_acks)`, one
+  /// result per call as async_eval_all gives them.
+  template <class CompletionToken>
+  auto async_eval_all_acknowledged(std::vector<redis::script_call> calls, CompletionToken&& token) {
+    return redis::asio::async_compose<CompletionToken, void(std::vector<redis::call_result>, redis::replica_acks)>(
+        acknowledged_op<eval_all_body>{this, eval_all_body{std::move(calls), {}}}, token, core_.get_executor());
+  }
+
+  /// The blocking fast path of async_exec_acknowledged: on this thread's
+  /// blocking_scope connection; nullopt without a scope, or when the
+  /// request could not be written there.
+  std::optional<std::tuple<redis::error_code, redis::response, redis::replica_acks>> blocking_exec_acknowledged(
+      std::string_view key, const redis::request& req);
+
+  /// The master is at `to` now (a failover, for a backend built on this
+  /// one): every connection to another address is closed and connects
+  /// again, and the count of replicas is asked again.
+  void server_moved(const redis::address& to);
+
   /// True where a blocking call would wait for itself: on the private I/O
   /// thread, or inside a caller's io_context or thread_pool (or a strand of
   /// one) that runs this backend. (Other executor types cannot be asked;
@@ -202,6 +260,95 @@ class RedisBackend {
   void give_back(std::unique_ptr<redis::blocking_connection> c);
   template <class T, class Direct, class Shared>
   std::pair<std::error_code, T> blocking_call(Direct&& direct, Shared&& shared);
+
+  redis::connection* take_lane();
+  void lane_done(redis::connection* lane);
+  void note_replicas(int reported) noexcept {
+    if (reported >= 0) reported_replicas_.store(reported, std::memory_order_relaxed);
+  }
+  const redis::replica_ack& ack_settings() const noexcept { return *settings().acknowledge; }
+
+  // The request body of an acknowledged exec: as given.
+  struct exec_body {
+    redis::request req;
+    redis::request encode(redis::connection&) { return std::move(req); }
+    template <class Self>
+    void complete(Self& self, redis::connection&, redis::error_code ec, redis::response r, redis::replica_acks acks) {
+      self.complete(ec, std::move(r), acks);
+    }
+  };
+  // The body of an acknowledged batch of scripts: loaded on the lane as
+  // needed (redis::async_eval_all's encoding), one result per call.
+  struct eval_all_body {
+    std::vector<redis::script_call> calls;
+    std::vector<redis::detail::script_cache::slot> at;
+    redis::request encode(redis::connection& lane) {
+      redis::request req;
+      for (auto& c : calls) at.push_back(lane.scripts().push(req, c));
+      return req;
+    }
+    template <class Self>
+    void complete(Self& self, redis::connection& lane, redis::error_code ec, redis::response r,
+                  redis::replica_acks acks) {
+      std::vector<redis::value> replies;
+      if (!ec) std::tie(ec, replies) = redis::detail::call_replies(lane.scripts(), calls, at, r);
+      self.complete(redis::detail::call_results(ec, std::move(replies), calls.size()), acks);
+    }
+  };
+  // ROLE first when the count of replicas is not known yet, then the body
+  // framed by ROLE and WAIT, on a lane taken for the operation.
+  template <class Body>
+  struct acknowledged_op {
+    RedisBackend* backend;
+    Body body;
+    redis::connection* lane = nullptr;
+    int wanted = 0;
+    int step = 0;
+
+    template <class Self>
+    void operator()(Self& self, redis::error_code ec = {}, redis::response r = {}) {
+      if (step == 0) {
+        lane = backend->take_lane();
+        wanted = backend->replicas_wanted();
+        if (wanted == 0) {
+          step = 1;
+          lane->async_exec(redis::request().push("ROLE"), std::move(self));
+          return;
+        }
+      } else if (step == 1) {
+        if (!ec && r.size() == 1) backend->note_replicas(redis::detail::replicas_in_role(r[0]));
+        wanted = backend->replicas_wanted();
+        // Nothing of the body was sent: ROLE did not come back (whatever
+        // became of it, the write did not run), or the node is not a master.
+        if (ec) return finish(self, ec == condition::not_sent ? ec : redis::error_code(error::not_connected), {}, {});
+        if (wanted == 0) return finish(self, redis::error_code(error::not_master), {}, {});
+      }
+      if (step <= 1) {
+        step = 2;
+        lane->async_exec(redis::detail::acknowledged_request(body.encode(*lane), wanted, backend->ack_settings().timeout),
+                         std::move(self));
+        return;
+      }
+      auto out = redis::detail::split_acknowledged(ec, std::move(r), wanted);
+      backend->note_replicas(out.reported);
+      finish(self, out.ec, std::move(out.body), out.acks);
+    }
+
+    template <class Self>
+    void finish(Self& self, redis::error_code ec, redis::response r, redis::replica_acks acks) {
+      auto* used = std::exchange(lane, nullptr);
+      backend->lane_done(used);
+      body.complete(self, *used, ec, std::move(r), acks);
+    }
+  };
+
+  std::atomic<int> reported_replicas_{-1};  // ROLE's count of replicas, last read
+  mutable std::mutex lanes_mutex_;
+  struct lane {
+    std::unique_ptr<redis::connection> conn;
+    std::size_t busy = 0;
+  };
+  std::vector<lane> lanes_;
 
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<redis::blocking_connection>> idle_;  // the blocking connections not in use

@@ -329,7 +329,7 @@ return out
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
                                   std::to_string(line.entry_ttl.count()), channel(rec.name),
                                   backend.client_id()};
-    auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
+    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     auto verdict = detail::integer_of(v.elements[0]);

@@ -130,7 +130,7 @@ return 0
     // inside co_await expressions ("array used as initializer").
     std::vector<std::string> keys{rec.name, detail::release_memory::acquire_key(rec)};
     std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl()};
-    auto [ec, v] = co_await detail::eval(backend, acquire_script(), std::move(keys), std::move(args));
+    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.is_null()) {
       rec.confirm(sent);

@@ -85,7 +85,7 @@ return 0
     if (rec.lease > milliseconds::zero()) req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count());
     else req.push("SET", rec.name, rec.owner, "NX");
     req.push("PTTL", rec.name);
-    auto [ec, r] = co_await detail::exec(backend, rec.name, std::move(req));
+    auto [ec, r] = co_await detail::acknowledged_exec(backend, rec.name, rec.acks, std::move(req));
     if (ec) co_return std::pair{ec, attempt{}};
     if (r.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (r[0].is_error()) co_return std::pair{error_code(error::server_error), attempt{}};  // refused: not run

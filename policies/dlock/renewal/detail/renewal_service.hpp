@@ -65,6 +65,9 @@ class renewal_service {
     using item = renewal;
     using reading = renewal_reader;
     static constexpr bool grouped = false;
+    // A renewal extends a lease: with acknowledgement on, it counts only
+    // once replicas have it (else a failover could undo it).
+    static constexpr bool acknowledged = true;
     static script_call call(const std::vector<const item*>& one) { return one.front()->call; }
     static reading reader(const item& r) { return r.read; }
     static std::vector<renewal_verdict> read(reading r, const redis::value& v, std::size_t) { return {r(v)}; }

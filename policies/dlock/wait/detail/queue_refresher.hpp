@@ -71,6 +71,8 @@ class queue_refresher {
     using item = waiting;
     struct reading {};
     static constexpr bool grouped = true;
+    // A waiter's place in line is not a hold: no replica need have it.
+    static constexpr bool acknowledged = false;
     static const std::string& group_of(const item& w) { return w.name; }
     static script_call call(const std::vector<const item*>& line) {
       std::vector<std::pair<std::string, milliseconds>> waiters;

@@ -1,0 +1,272 @@
+// Replica acknowledgement (WAIT) against real masters and replicas: a lock
+// write too few replicas acknowledged is given back, an acknowledged one is
+// on the replicas when the acquire returns, the watchdog's unacknowledged
+// renewals keep no hold, WAIT holds up no other lock's commands, and seed
+// 003's failover no longer grants a lock twice.
+#include "combination_tests.hpp"
+
+#include <dlock/backend/sentinel.hpp>
+#include <support/hold_history.hpp>
+#include <support/sentinel_deployment.hpp>
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::scaled;
+using dlock::redis::replica_ack;
+
+template <class O, class W = dlock::wait::TryOnce, class B = dlock::SentinelBackend>
+using Watched = dlock::Lock<B, O, dlock::renewal::Watchdog, W>;
+using Token = Watched<dlock::ownership::Token>;
+using Hash = Watched<dlock::ownership::ReentrantHash>;
+using Queue = Watched<dlock::ownership::Queue, dlock::wait::HandOff>;
+using TokenSpin = Watched<dlock::ownership::Token, dlock::wait::Spin>;
+
+// The deployment's settings with replica acknowledgement on.
+dlock::redis::sentinel_config acknowledging(const dlock::test::sentinel_deployment& d, int replicas = replica_ack::all,
+                                            std::chrono::milliseconds timeout = 300ms) {
+  auto cfg = dlock::redis::parse_sentinel_url(d.url());
+  cfg.master.acknowledge = replica_ack{replicas, scaled(timeout)};
+  return cfg;
+}
+
+template <class F>
+std::error_code construction_error(F&& make) {
+  try {
+    make();
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
+// One try of `L` on `backend`: what it reports, and whether the master
+// holds the key afterwards.
+template <class L, class B>
+std::error_code one_try(B& backend, const std::string& name) {
+  L lock(backend, name, {}, dlock::renewal::Watchdog{scaled(10s)});
+  std::error_code ec;
+  auto hold = lock.try_acquire(ec);
+  if (hold) hold->release(ec);
+  return hold ? std::error_code{} : ec;
+}
+
+}  // namespace
+
+TEST_CASE("replica acknowledgement settings that cannot work are refused", "[lock][acknowledge]") {
+  auto with = [](replica_ack ack) {
+    dlock::redis::config cfg;
+    cfg.port = dlock::test::free_port();  // nothing listens: the check comes first
+    cfg.acknowledge = ack;
+    return construction_error([&] { dlock::RedisBackend b(cfg); });
+  };
+  CHECK(with({0, 100ms}) == dlock::error::invalid_argument);
+  CHECK(with({-2, 100ms}) == dlock::error::invalid_argument);
+  CHECK(with({1, 0ms}) == dlock::error::invalid_argument);
+  CHECK(with({1, 5000ms}) == dlock::error::invalid_argument);  // as long as the command timeout
+  CHECK(with({1, 100ms}) == dlock::error::connection_refused);  // valid: it went on to connect
+
+  // Only an owner-checked ownership can give a write back.
+  dlock::test::redis_server redis;
+  auto cfg = dlock::redis::parse_url(redis.url());
+  cfg.acknowledge = replica_ack{};
+  dlock::RedisBackend backend(cfg);
+  CHECK(construction_error([&] {
+          dlock::Lock<dlock::RedisBackend, dlock::ownership::SetNx, dlock::renewal::FixedLease, dlock::wait::TryOnce>
+              lock(backend, "bare", {}, dlock::renewal::FixedLease{1s});
+        }) == dlock::error::invalid_argument);
+}
+
+TEST_CASE("a master without replicas acknowledges nothing: every write is given back", "[lock][acknowledge]") {
+  dlock::test::redis_server redis;
+  auto cfg = dlock::redis::parse_url(redis.url());
+  cfg.acknowledge = replica_ack{replica_ack::all, scaled(100ms)};
+  dlock::RedisBackend backend(cfg);
+  CHECK(one_try<Watched<dlock::ownership::Token, dlock::wait::TryOnce, dlock::RedisBackend>>(backend, "alone") ==
+        dlock::error::not_acknowledged);
+  CHECK(backend.replicas_wanted() == 1);  // "all" is at least one
+  CHECK(redis.command({"EXISTS", "alone"}) == "0");
+}
+
+TEST_CASE("an acknowledged acquire is on every replica when it returns", "[lock][acknowledge]") {
+  dlock::test::sentinel_deployment d({.replicas = 2, .sentinels = 1, .quorum = 1});
+  dlock::SentinelBackend backend(acknowledging(d));
+  auto on_every_replica = [&](const std::string& name) {
+    for (std::size_t r = 1; r < d.nodes(); ++r)
+      if (d.node(r).command({"EXISTS", name}) != "1") return false;
+    return true;
+  };
+  // Not waited for: WAIT's answer said the replicas have it.
+  {
+    Token lock(backend, "t", {}, dlock::renewal::Watchdog{scaled(10s)});
+    auto hold = lock.acquire();
+    CHECK(on_every_replica("t"));
+  }
+  {
+    Hash lock(backend, "h", {}, dlock::renewal::Watchdog{scaled(10s)});
+    auto hold = lock.acquire();
+    CHECK(on_every_replica("h"));
+  }
+  {
+    Queue lock(backend, "q", {}, dlock::renewal::Watchdog{scaled(10s)});
+    auto hold = lock.acquire();
+    CHECK(on_every_replica("q"));
+  }
+  CHECK(backend.replicas_wanted() == 2);
+}
+
+TEST_CASE("a write too few replicas acknowledged is given back", "[lock][acknowledge]") {
+  dlock::test::sentinel_deployment d({.replicas = 2, .sentinels = 1, .quorum = 1});
+  dlock::SentinelBackend all(acknowledging(d));
+  dlock::SentinelBackend one(acknowledging(d, 1));
+  d.hold_replication_to(2);  // one replica of two gets nothing
+
+  SECTION("every ownership, on the blocking path") {
+    CHECK(one_try<Token>(all, "t") == dlock::error::not_acknowledged);
+    CHECK(d.node(0).command({"EXISTS", "t"}) == "0");
+    CHECK(one_try<Hash>(all, "h") == dlock::error::not_acknowledged);
+    CHECK(d.node(0).command({"EXISTS", "h"}) == "0");
+    CHECK(one_try<Queue>(all, "q") == dlock::error::not_acknowledged);
+    CHECK(d.node(0).command({"EXISTS", "q"}) == "0");
+    // One replica of two is what `one` asks for.
+    CHECK_FALSE(one_try<Token>(one, "t"));
+    CHECK_FALSE(one_try<Hash>(one, "h"));
+    CHECK_FALSE(one_try<Queue>(one, "q"));
+  }
+  SECTION("on the asynchronous path") {
+    Token lock(all, "async", {}, dlock::renewal::Watchdog{scaled(10s)});
+    std::promise<std::error_code> done;
+    lock.async_try_acquire_for("me", 0ms, [&](dlock::redis::error_code ec, Token::hold_type) { done.set_value(ec); });
+    CHECK(done.get_future().get() == dlock::error::not_acknowledged);
+    CHECK(d.node(0).command({"EXISTS", "async"}) == "0");
+    CHECK(all.acknowledgement_lanes() == 1);
+  }
+  SECTION("a wait goes on after a write was given back, and wins once replication resumes") {
+    TokenSpin lock(all, "spin", {}, dlock::renewal::Watchdog{scaled(10s)}, dlock::wait::Spin{50ms});
+    auto resume = std::async(std::launch::async, [&] {
+      std::this_thread::sleep_for(scaled(1s));
+      d.release_replication();
+    });
+    std::error_code ec;
+    auto hold = lock.try_acquire_for(scaled(10s), ec);
+    resume.get();
+    REQUIRE(hold);
+    CHECK(d.node(2).command({"EXISTS", "spin"}) == "1");
+  }
+}
+
+TEST_CASE("the watchdog's unacknowledged renewals keep no hold: the loss is signalled in time", "[lock][acknowledge]") {
+  dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
+  dlock::SentinelBackend backend(acknowledging(d, replica_ack::all, 100ms));
+  const auto lease = scaled(1500ms);
+  Token lock(backend, "renewed", {}, dlock::renewal::Watchdog{lease});
+  auto hold = lock.acquire();
+  const auto taken = std::chrono::steady_clock::now();
+  d.hold_replication();
+  // Each renewal reaches the master, but no replica: none counts, and the
+  // hold is lost before its lease (from its acknowledged acquire) could end.
+  REQUIRE(dlock::test::wait_until([&] { return hold.lost(); }, lease * 2));
+  CHECK(std::chrono::steady_clock::now() - taken < lease);
+  CHECK(d.node(0).command({"EXISTS", "renewed"}) == "1");  // the master has it still: only the hold's trust ended
+  d.release_replication();
+  std::error_code ec;
+  hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+}
+
+TEST_CASE("WAIT holds up no other lock's commands: they go on while one waits for replicas", "[lock][acknowledge]") {
+  dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
+  const auto wait_timeout = scaled(2s);
+  dlock::SentinelBackend backend(acknowledging(d, replica_ack::all, wait_timeout));
+  Token held(backend, "held", {}, dlock::renewal::Watchdog{scaled(20s)});
+  std::promise<std::pair<dlock::redis::error_code, Token::hold_type>> got;
+  held.async_acquire("holder", [&](dlock::redis::error_code ec, Token::hold_type h) { got.set_value({ec, std::move(h)}); });
+  auto [held_ec, hold] = got.get_future().get();
+  REQUIRE_FALSE(held_ec);
+
+  d.hold_replication();
+  // Two acquires that will wait out their WAITs, each on a lane of its own.
+  Token first(backend, "first", {}, dlock::renewal::Watchdog{scaled(20s)});
+  Token second(backend, "second", {}, dlock::renewal::Watchdog{scaled(20s)});
+  const auto start = std::chrono::steady_clock::now();
+  std::promise<std::chrono::steady_clock::time_point> first_done, second_done;
+  first.async_try_acquire_for("a", 0ms, [&](dlock::redis::error_code, Token::hold_type) {
+    first_done.set_value(std::chrono::steady_clock::now());
+  });
+  second.async_try_acquire_for("b", 0ms, [&](dlock::redis::error_code, Token::hold_type) {
+    second_done.set_value(std::chrono::steady_clock::now());
+  });
+  REQUIRE(dlock::test::wait_until([&] { return backend.acknowledgement_lanes() >= 2; }, scaled(1s)));
+  // Meanwhile a release (which waits for no replica) and a plain command.
+  std::promise<std::chrono::steady_clock::time_point> released;
+  held.async_release(hold, [&](dlock::redis::error_code ec) {
+    CHECK_FALSE(ec);
+    released.set_value(std::chrono::steady_clock::now());
+  });
+  auto released_at = released.get_future().get();
+  auto pinged = backend.command(dlock::redis::request().push("PING"));
+  const auto pinged_at = std::chrono::steady_clock::now();
+  auto first_at = first_done.get_future().get();
+  auto second_at = second_done.get_future().get();
+  auto ms = [&](auto t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t - start).count(); };
+  WARN("WAIT timeout " << wait_timeout.count() << " ms; release done after " << ms(released_at) << " ms, PING after "
+                       << ms(pinged_at) << " ms; the two waiting acquires after " << ms(first_at) << " and "
+                       << ms(second_at) << " ms");
+  CHECK(pinged.str == "PONG");
+  CHECK(released_at < first_at);
+  CHECK(released_at < second_at);
+  CHECK(pinged_at < first_at);
+  // Side by side, not one behind the other: the second did not wait for
+  // the first one's WAIT to end before its own began.
+  CHECK(second_at - start < wait_timeout * 2);
+  CHECK(first_at - start < wait_timeout * 2);
+  d.release_replication();
+}
+
+TEST_CASE("seed 003's failover, prevented: an acquire the replicas never got is refused",
+          "[lock][acknowledge][failover][story]") {
+  dlock::test::sentinel_deployment d;
+  dlock::SentinelBackend a_side(acknowledging(d));
+  dlock::SentinelBackend b_side(acknowledging(d));
+  Token a(a_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+  Token b(b_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+
+  d.hold_replication();
+  std::error_code ec;
+  auto a_hold = a.try_acquire(ec);
+  CHECK(ec == dlock::error::not_acknowledged);
+  REQUIRE_FALSE(a_hold);
+  CHECK(d.node(0).command({"EXISTS", "story"}) == "0");  // given back
+
+  auto old_port = d.node(0).port();
+  d.node(0).kill();
+  d.lose_held_replication();
+  d.wait_for_new_master(old_port);
+  auto b_hold = b.try_acquire_for(scaled(20s), ec);
+  REQUIRE(b_hold);  // B is the only holder there ever was
+  b_hold->release(ec);
+  CHECK_FALSE(ec);
+}
+
+TEST_CASE("seed 003's failover, prevented: an acknowledged hold survives the failover and keeps others out",
+          "[lock][acknowledge][failover][story]") {
+  dlock::test::sentinel_deployment d;
+  dlock::SentinelBackend a_side(acknowledging(d));
+  dlock::SentinelBackend b_side(acknowledging(d));
+  Token a(a_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+  Token b(b_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+  auto a_hold = a.acquire();
+
+  auto old_port = d.node(0).port();
+  d.node(0).kill();
+  auto new_port = d.wait_for_new_master(old_port);
+  INFO("new master on " << new_port);
+  CHECK(d.master().command({"EXISTS", "story"}) == "1");
+  std::error_code ec;
+  auto b_hold = b.try_acquire_for(scaled(3s), ec);
+  CHECK_FALSE(b_hold);
+  CHECK(ec == dlock::error::not_acquired);
+  a_hold.release(ec);
+  CHECK_FALSE(ec);
+  CHECK(d.master().command({"EXISTS", "story"}) == "0");
+}
