@@ -112,6 +112,17 @@ constexpr auto representative() {
   });
 }
 
+/// The representative locks whose ownership is owner-checked: those that
+/// can run on a backend with replica acknowledgement on (a write too few
+/// replicas acknowledged is given back, which needs an owner check).
+template <class Backend = RedisBackend>
+constexpr auto acknowledgeable() {
+  return hana::filter(representative<Backend>(), [](auto t) {
+    using L = typename decltype(t)::type;
+    return hana::bool_c<L::ownership_type::owner_checked>;
+  });
+}
+
 /// The same lists as `std::tuple<Lock...>` types, for Catch2's
 /// TEMPLATE_LIST_TEST_CASE (the tuple is never instantiated).
 template <class Backend = RedisBackend>
@@ -120,6 +131,8 @@ template <class O, class Backend = RedisBackend>
 using with_ownership_t = detail::as_tuple_type<decltype(with_ownership<O, Backend>())>;
 template <class Backend = RedisBackend>
 using representative_t = detail::as_tuple_type<decltype(representative<Backend>())>;
+template <class Backend = RedisBackend>
+using acknowledgeable_t = detail::as_tuple_type<decltype(acknowledgeable<Backend>())>;
 
 /// Calls `f(hana::type_c<Lock>)` for every valid lock, in list order.
 template <class Backend = RedisBackend, class F>

@@ -52,6 +52,14 @@ struct two_servers {
   RedisBackend& plain(std::string_view key) { return backend.shard_for(key); }
 };
 
+/// The settings of `url` (redis-sentinel://) with replica acknowledgement
+/// on: every replica, within 2 s.
+inline redis::sentinel_config acknowledged_sentinel_config(std::string_view url) {
+  auto cfg = redis::parse_sentinel_url(url);
+  cfg.master.acknowledge = redis::replica_ack{redis::replica_ack::all, std::chrono::milliseconds(2000)};
+  return cfg;
+}
+
 /// A master with one replica and one sentinel (quorum 1: quick to start;
 /// the failover tests start three), behind SentinelBackend.
 struct sentinel_servers {
@@ -60,6 +68,22 @@ struct sentinel_servers {
   SentinelBackend backend{deployment.url()};
 
   std::string worker_spec() const { return deployment.url(); }
+  std::string command(std::string_view, const std::vector<std::string>& args) const {
+    return deployment.node(0).command(args);
+  }
+  long long dbsize() const { return std::stoll(deployment.node(0).command({"DBSIZE"})); }
+  RedisBackend& plain(std::string_view) { return backend; }
+};
+
+/// As sentinel_servers, with replica acknowledgement on (every replica,
+/// within 2 s): the locks of combinations::acknowledgeable. Its worker
+/// spec is the URL after "ack:", which lock_worker reads the same way.
+struct acknowledged_sentinel_servers {
+  using backend_type = SentinelBackend;
+  sentinel_deployment deployment{sentinel_options{.replicas = 1, .sentinels = 1, .quorum = 1}};
+  SentinelBackend backend{acknowledged_sentinel_config(deployment.url())};
+
+  std::string worker_spec() const { return "ack:" + deployment.url(); }
   std::string command(std::string_view, const std::vector<std::string>& args) const {
     return deployment.node(0).command(args);
   }

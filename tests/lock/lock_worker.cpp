@@ -21,6 +21,7 @@
 
 #include "../../examples/sharded_backend.hpp"
 
+#include "backend_fixtures.hpp"
 #include "lock_support.hpp"
 
 namespace {
@@ -113,6 +114,14 @@ int main(int argc, char** argv) try {
     return run(
         backend, [&](const std::string& key) -> dlock::RedisBackend& { return backend.shard_for(key); }, argv,
         dlock::combinations::all<dlock::examples::ShardedBackend>());
+  }
+  if (spec.rfind("ack:", 0) == 0) {
+    // "ack:<redis-sentinel URL>": replica acknowledgement on, as the test's
+    // acknowledged_sentinel_servers.
+    dlock::SentinelBackend backend(dlock::test::acknowledged_sentinel_config(spec.substr(4)));
+    return run(
+        backend, [&](const std::string&) -> dlock::RedisBackend& { return backend; }, argv,
+        dlock::combinations::acknowledgeable<dlock::SentinelBackend>());
   }
   if (spec.rfind("redis-sentinel://", 0) == 0) {
     dlock::SentinelBackend backend(spec);

@@ -270,3 +270,16 @@ TEST_CASE("seed 003's failover, prevented: an acknowledged hold survives the fai
   CHECK_FALSE(ec);
   CHECK(d.master().command({"EXISTS", "story"}) == "0");
 }
+
+// Every owner-checked representative lock, with acknowledgement on, on a
+// master, a replica and a sentinel.
+TEMPLATE_LIST_TEST_CASE("mutual exclusion with replica acknowledgement: 8 threads, then 4 processes",
+                        "[lock][acknowledge]",
+                        dlock::combinations::acknowledgeable_t<dlock::SentinelBackend>) {
+  dlock::test::mutual_exclusion_test<dlock::test::acknowledged_sentinel_servers, TestType>();
+}
+
+TEMPLATE_LIST_TEST_CASE("a hold with replica acknowledgement reports its lease and keeps others out",
+                        "[lock][acknowledge]", dlock::combinations::acknowledgeable_t<dlock::SentinelBackend>) {
+  dlock::test::hold_test<dlock::test::acknowledged_sentinel_servers, TestType>();
+}
