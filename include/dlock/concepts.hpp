@@ -464,5 +464,14 @@ inline std::error_code validate_lease(milliseconds lease, const loss_margin& mar
   return {};
 }
 
+/// An ownership that can hand out fencing tokens: a `fencing` setting
+/// (std::optional<fencing_tokens>) and `fence_call(rec)`, the owner-checked
+/// script that takes the next token for a hold that won without one.
+template <class O>
+concept fencing_ownership = requires(const O& o, const hold_record& rec) {
+  { o.fencing.has_value() } -> std::convertible_to<bool>;
+  { o.fence_call(rec) } -> std::same_as<script_call>;
+};
+
 }  // namespace detail
 }  // namespace dlock

@@ -70,6 +70,15 @@ class Hold {
   /// even if a late renewal is confirmed afterwards.
   bool lost() const noexcept { return record_ && record_->lost(); }
 
+  /// The hold's fencing token, when its ownership hands them out (see
+  /// dlock::fencing_tokens): a number that is higher than that of every
+  /// earlier hold of this lock. Give it to the resource with each write;
+  /// the resource refuses a write whose token is lower than one it has
+  /// seen. Empty when fencing is off (or the hold is released).
+  std::optional<std::uint64_t> fencing_token() const noexcept {
+    return record_ ? record_->fence : std::nullopt;
+  }
+
   /// Runs `callback` once when the hold is lost (at once if it already is).
   /// A timer fires it at the loss deadline (see remaining_lease()) unless a
   /// renewal was confirmed first; it does not wait for a stalled renewal

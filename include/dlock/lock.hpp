@@ -371,6 +371,12 @@ class Lock {
   asio::awaitable<acquire_result> give_back(record_type& rec);
   // Runs the ownership's release for a hold the caller is not given.
   asio::awaitable<error_code> release_won(record_type& rec);
+  // Whether a win needs settling: fencing on, or acknowledgement on.
+  bool settling() const;
+  // A win counts once it has its fencing token (fencing on) and enough
+  // replicas acknowledged it (acknowledgement on); if not, it was given
+  // back or found gone.
+  asio::awaitable<std::pair<error_code, bool>> settle_win(record_type& rec);
   // With replica acknowledgement on: whether a won try may count (enough
   // replicas acknowledged its write); if not, the lock was given back.
   asio::awaitable<std::pair<error_code, bool>> keep_if_acknowledged(record_type& rec);

@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct hold_record {
   /// detail::acknowledged_exec); reset by the lock before each try. A try
   /// that sent no WAIT leaves `wanted` at 0.
   redis::replica_acks acks;
+  /// The hold's fencing token (see dlock::fencing_tokens), when fencing is
+  /// on: set by the acquire that won, before the hold is handed out, and
+  /// not changed after.
+  std::optional<std::uint64_t> fence;
 
   /// Records that a command which set the lease to `lease`, sent at `sent`,
   /// was confirmed by the server: the key cannot expire before sent + lease

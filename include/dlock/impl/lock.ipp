@@ -135,16 +135,16 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         }
         at = won;
       }
-      if (at.acquired && detail::acknowledging(backend_)) {
-        auto [ack_ec, kept] = co_await keep_if_acknowledged(*rec);
-        if (ack_ec) {
-          ended = ack_ec;
+      if (at.acquired && settling()) {
+        auto [settle_ec, kept] = co_await settle_win(*rec);
+        if (settle_ec) {
+          ended = settle_ec;
           break;
         }
         if (!kept) {
-          // Given back: the wait goes on, and the next try comes at once
-          // (the lock is free, as far as this owner knows).
-          unacknowledged = true;
+          // Given back (or found gone): the wait goes on, and the next try
+          // comes at once (the lock is free, as far as this owner knows).
+          unacknowledged = unacknowledged || (rec->acks.wanted > 0 && !rec->acks.met());
           at = attempt{false, milliseconds(0)};
         }
       }
@@ -187,7 +187,11 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         if (ended == error::already_held) given.first = ended;
         co_return given;
       }
-      co_return take(fresh);
+      // A grant that came before the waiter could leave: settled as any win.
+      if (!settling()) co_return take(fresh);
+      auto [settle_ec, kept] = co_await settle_win(*fresh);
+      if (kept) co_return take(fresh);
+      if (settle_ec) ended = settle_ec;
     }
   }
   co_return acquire_result{ended, nullptr};
@@ -210,6 +214,43 @@ asio::awaitable<error_code> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release
   rec.release_retry = false;
   auto [ec, outcome] = co_await ownership_.release(backend_, rec);
   co_return ec;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::settling() const {
+  if constexpr (detail::fencing_ownership<OwnershipT>) {
+    if (ownership_.fencing) return true;
+  }
+  return detail::acknowledging(backend_);
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle_win(record_type& rec) {
+  if constexpr (detail::fencing_ownership<OwnershipT>) {
+    if (ownership_.fencing && !rec.fence) {
+      // Won without a token in the reply (a hand-off's grant, a lost reply
+      // found to have won, a re-entry whose counter was gone): one is taken
+      // now, owner-checked, while the lock is ours (so nobody can have
+      // taken a later number in between). Acknowledged like any lock
+      // write: a replica that has it has the win before it.
+      auto call = ownership_.fence_call(rec);
+      auto [ec, v] = co_await detail::acknowledged_eval(backend_, rec.acks, *call.script, std::move(call.keys),
+                                                        std::move(call.args));
+      if (ec) {
+        // Whether it ran is not known, so neither is the token: the lock
+        // is given back rather than handed out without one.
+        if (auto given = co_await release_won(rec)) report(given, "giving back a hold whose fencing token was lost");
+        co_return std::pair{ec, false};
+      }
+      rec.fence = detail::fence_of(v);
+      if (!rec.fence) {
+        // 0: the key is not ours any more (the grant's lease ran out).
+        co_return std::pair{detail::integer_of(v) == 0 ? error_code{} : error_code(error::unexpected_reply), false};
+      }
+    }
+  }
+  if (detail::acknowledging(backend_)) co_return co_await keep_if_acknowledged(rec);
+  co_return std::pair{error_code{}, true};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -250,6 +291,12 @@ asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_once(record_type& rec) {
   rec.attempt_id = detail::unique_id();
+  {
+    // A record not held yet starts without a token (a win given back
+    // before this try left one).
+    std::lock_guard g(mutex_);
+    if (rec.hold_count == 0) rec.fence.reset();
+  }
   auto sent = detail::steady::now();
   auto [ec, at] = co_await ownership_.try_acquire(backend_, rec);
   if (detail::may_have_run(ec)) {

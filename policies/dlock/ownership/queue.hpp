@@ -101,7 +101,10 @@ struct Queue : Token {
   /// from this marker rather than resolved from the key.
   detail::release_memory release_memory;
 
-  std::error_code validate() const { return release_memory.validate(); }
+  std::error_code validate() const {
+    if (auto ec = Token::validate()) return ec;
+    return release_memory.validate();
+  }
 
   /// Where grants are published, followed by ":<listener>": each waiting
   /// backend (its client id is the listener) has a channel of its own, and
@@ -158,21 +161,29 @@ end
   // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] arrival counter;
   // ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
   // failure, ARGV[4] entry ttl ms, ARGV[5] channel, ARGV[6] the listener
-  // (the waiter's backend's id) its grant is published to.
-  // {1, lease} taken now; {2, pttl} already ours (granted); {0, pttl, place}
+  // (the waiter's backend's id) its grant is published to; KEYS[5] fence
+  // counter, ARGV[7] its idle ms ("0": no fencing).
+  // {1, lease, fencing token or 0} taken now; {2, pttl} already ours
+  // (granted: the grant took no fencing token); {0, pttl, place}
   // held by another (and, with ARGV[3], this token is in the line at arrival
   // number `place`, its entry refreshed; place 0: not in the line).
   static const redis::script& acquire_script() {
     static const redis::script s(R"lua(
 local lease = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[4])
-if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12 then
+local idle = tonumber(ARGV[7])
+if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12
+   or not idle or idle < 0 or idle > 1e12 then
   return redis.error_reply('ERR dlock: lease out of range')
-end)lua" + prelude(5) + R"lua(
+end)lua" + prelude(5) + std::string(detail::fence_lua) + R"lua(
+local function taken()
+  if idle > 0 then return {1, lease, next_fence(KEYS[5], idle)} end
+  return {1, lease, 0}
+end
 local holder = redis.call('GET', KEYS[1])
 if not holder and redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)  -- free, nobody in line: the uncontended path
-  return {1, lease}
+  return taken()
 end
 if holder == ARGV[1] then
   redis.call('ZREM', KEYS[2], ARGV[1])
@@ -189,7 +200,7 @@ if not holder then
     redis.call('ZREM', KEYS[2], ARGV[1])
     redis.call('HDEL', KEYS[3], ARGV[1])
     redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
-    return {1, lease}
+    return taken()
   end
 end
 local place = 0
@@ -325,10 +336,11 @@ return out
       line.joined = true;  // from here the entry may exist, whatever the reply
       line.since = sent;
     }
-    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name)};
+    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name),
+                                  detail::fence_key(rec.name)};
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
                                   std::to_string(line.entry_ttl.count()), channel(rec.name),
-                                  backend.client_id()};
+                                  backend.client_id(), detail::fence_arg(fencing)};
     auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
@@ -337,6 +349,11 @@ return out
     if (!verdict || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     switch (*verdict) {
       case 1:
+        if (fencing) {
+          auto fence = v.elements.size() == 3 ? detail::fence_of(v.elements[2]) : std::nullopt;
+          if (!fence) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+          rec.fence = fence;
+        }
         rec.confirm(sent);
         line.reset();
         co_return std::pair{error_code{}, attempt{true, std::nullopt}};

@@ -2,10 +2,12 @@
 // holding reentrant counts, an unlock message on release, all in Lua.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
+#include <dlock/detail/fencing.hpp>
 #include <dlock/detail/release_memory.hpp>
 
 namespace dlock::ownership {
@@ -35,7 +37,15 @@ struct ReentrantHash {
   /// How long a release remembers its result for a retry (10 s).
   detail::release_memory release_memory;
 
-  std::error_code validate() const { return release_memory.validate(); }
+  /// Fencing tokens (see dlock::fencing_tokens); empty: off. A reentrant
+  /// acquire keeps the token of the first.
+  std::optional<fencing_tokens> fencing;
+
+  std::error_code validate() const {
+    if (fencing)
+      if (auto ec = fencing->validate()) return ec;
+    return release_memory.validate();
+  }
 
   /// Redisson's channel for a lock's release messages.
   static std::string channel(std::string_view name) {
@@ -46,29 +56,35 @@ struct ReentrantHash {
     return client_id + ":" + owner_id;
   }
 
-  // KEYS[1] lock, KEYS[2] acquire marker; ARGV[1] lease ms, ARGV[2] owner
-  // field, ARGV[3] marker ttl ms.
-  // nil: acquired or re-entered (and the marker remembers it); otherwise
-  // the holder's PTTL.
+  // KEYS[1] lock, KEYS[2] acquire marker, KEYS[3] fence counter; ARGV[1]
+  // lease ms, ARGV[2] owner field, ARGV[3] marker ttl ms, ARGV[4] the
+  // counter's idle ms ("0": no fencing).
+  // nil: acquired or re-entered (and the marker remembers it), without
+  // fencing; {fencing token}: the same with fencing (a re-entry reads the
+  // counter: nobody else can have taken a number since the first acquire;
+  // {0} if it is gone); otherwise the holder's PTTL.
   // The lease is checked before anything is written: Redis does not undo a
   // script's HSET when a later PEXPIRE is refused, and a hash without expiry
   // would be a lock held forever. 1e12 is dlock::max_lease.
   static const redis::script& acquire_script() {
-    static const redis::script s(R"lua(
+    static const redis::script s(std::string(detail::fence_lua) + R"lua(
 local lease = tonumber(ARGV[1])
-if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
+local idle = tonumber(ARGV[4] or '0')
+if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12 then
   return redis.error_reply('ERR dlock: lease out of range')
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
+  if idle > 0 then return {next_fence(KEYS[3], idle)} end
   return nil
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
+  if idle > 0 then return {tonumber(redis.call('GET', KEYS[3]) or '0') or 0} end
   return nil
 end
 return redis.call('PTTL', KEYS[1])
@@ -110,6 +126,25 @@ end
     return s;
   }
 
+  // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner field, ARGV[2]
+  // counter idle ms. The next fencing token if the hash has the field,
+  // else 0.
+  static const redis::script& fence_script() {
+    static const redis::script s(std::string(detail::fence_lua) + R"lua(
+local idle = tonumber(ARGV[2])
+if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return next_fence(KEYS[2], idle) end
+return 0
+)lua");
+    return s;
+  }
+
+  /// For a hold won without a fencing token in the reply (a lost reply
+  /// found to have won): the owner-checked call that takes one.
+  script_call fence_call(const detail::hold_record& rec) const {
+    return {&fence_script(), {rec.name, detail::fence_key(rec.name)}, {rec.owner, detail::fence_arg(fencing)}};
+  }
+
   // KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner field. 1 extended, 0 gone.
   static const redis::script& extend_script() {
     static const redis::script s(R"lua(
@@ -128,11 +163,21 @@ return 0
     auto sent = detail::steady::now();
     // Named vectors, not braced lists: g++ 12 miscompiles initializer lists
     // inside co_await expressions ("array used as initializer").
-    std::vector<std::string> keys{rec.name, detail::release_memory::acquire_key(rec)};
-    std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl()};
+    std::vector<std::string> keys{rec.name, detail::release_memory::acquire_key(rec), detail::fence_key(rec.name)};
+    std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl(),
+                                  detail::fence_arg(fencing)};
     auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
-    if (v.is_null()) {
+    if (v.is_null() && !fencing) {
+      rec.confirm(sent);
+      co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+    }
+    if (fencing && v.is_array()) {
+      if (v.elements.size() != 1 || v.elements[0].type != redis::kind::integer)
+        co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+      // A hold already counted keeps its token; a re-entry that found the
+      // counter gone ({0}) leaves it to the lock to take one.
+      if (!rec.fence) rec.fence = detail::fence_of(v.elements[0]);
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }

@@ -2,10 +2,12 @@
 // extended by owner-checked Lua (A2); the layout of redis-py's Lock.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
+#include <dlock/detail/fencing.hpp>
 #include <dlock/detail/random.hpp>
 
 namespace dlock::ownership {
@@ -45,7 +47,10 @@ struct Token {
   static constexpr bool reentrant = false;
   static constexpr bool needs_lease = false;
 
-  std::error_code validate() const { return {}; }
+  /// Fencing tokens (see dlock::fencing_tokens); empty: off.
+  std::optional<fencing_tokens> fencing;
+
+  std::error_code validate() const { return fencing ? fencing->validate() : std::error_code{}; }
 
   /// Its release publishes nothing (no wait::PubSub with it).
   static std::string channel(std::string_view) { return {}; }
@@ -77,10 +82,53 @@ return 0
     return s;
   }
 
+  // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] token, ARGV[2] lease ms
+  // (0: none), ARGV[3] counter idle ms. {1, fencing token} taken; {0,
+  // pttl} held by another. Everything is checked before anything is
+  // written.
+  static const redis::script& fenced_acquire_script() {
+    static const redis::script s(std::string(detail::fence_lua) + R"lua(
+local lease = tonumber(ARGV[2])
+local idle = tonumber(ARGV[3])
+if not lease or lease < 0 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 1 or idle > 1e12 then
+  return redis.error_reply('ERR dlock: lease out of range')
+end
+local taken
+if lease > 0 then
+  taken = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', lease)
+else
+  taken = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+end
+if taken then return {1, next_fence(KEYS[2], idle)} end
+return {0, redis.call('PTTL', KEYS[1])}
+)lua");
+    return s;
+  }
+
+  // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] token, ARGV[2] counter
+  // idle ms. The next fencing token if the key holds ARGV[1], else 0.
+  static const redis::script& fence_script() {
+    static const redis::script s(std::string(detail::fence_lua) + R"lua(
+local idle = tonumber(ARGV[2])
+if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return next_fence(KEYS[2], idle) end
+return 0
+)lua");
+    return s;
+  }
+
+  /// For a hold won without a fencing token in the reply (a hand-off's
+  /// grant, a lost reply found to have won): the owner-checked call that
+  /// takes one (a positive integer; 0 when the key is not ours).
+  script_call fence_call(const detail::hold_record& rec) const {
+    return {&fence_script(), {rec.name, detail::fence_key(rec.name)}, {rec.owner, detail::fence_arg(fencing)}};
+  }
+
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               detail::hold_record& rec) const {
     auto sent = detail::steady::now();
+    if (fencing) co_return co_await fenced_try(backend, rec, sent);
     redis::request req;
     if (rec.lease > milliseconds::zero()) req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count());
     else req.push("SET", rec.name, rec.owner, "NX");
@@ -96,6 +144,28 @@ return 0
     auto left = detail::integer_of(r[1]);
     // Anything but nil (held) with an integer PTTL is no verdict: it may have run.
     if (!r[0].is_null() || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
+  }
+
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> fenced_try(B& backend, detail::hold_record& rec,
+                                                             detail::steady::time_point sent) const {
+    std::vector<std::string> keys{rec.name, detail::fence_key(rec.name)};
+    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), detail::fence_arg(fencing)};
+    auto [ec, v] =
+        co_await detail::acknowledged_eval(backend, rec.acks, fenced_acquire_script(), std::move(keys), std::move(args));
+    if (ec) co_return std::pair{ec, attempt{}};
+    if (v.type != redis::kind::array || v.elements.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    auto verdict = detail::integer_of(v.elements[0]);
+    if (verdict == 1) {
+      auto fence = detail::fence_of(v.elements[1]);
+      if (!fence) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+      rec.fence = fence;
+      rec.confirm(sent);
+      co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+    }
+    auto left = detail::integer_of(v.elements[1]);
+    if (verdict != 0 || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
   }
 

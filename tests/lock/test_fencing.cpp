@@ -1,0 +1,219 @@
+// Fencing tokens against real servers: each first acquire takes a higher
+// number than every earlier hold of the lock, also after the counter sat
+// idle long enough to be removed, after a restart with persistence, after a
+// hand-off, and after a failover that lost the last increment.
+#include "combination_tests.hpp"
+
+#include <dlock/backend/sentinel.hpp>
+#include <support/sentinel_deployment.hpp>
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::scaled;
+
+template <class O, class W = dlock::wait::Spin, class B = dlock::RedisBackend>
+using Watched = dlock::Lock<B, O, dlock::renewal::Watchdog, W>;
+
+template <class O>
+O fenced(std::chrono::milliseconds idle = std::chrono::hours(24)) {
+  O o;
+  o.fencing = dlock::fencing_tokens{idle};
+  return o;
+}
+
+std::uint64_t server_micros(dlock::test::redis_server& server) {
+  auto out = server.command({"TIME"});  // "seconds\nmicroseconds"
+  auto nl = out.find('\n');
+  return std::stoull(out.substr(0, nl)) * 1000000 + std::stoull(out.substr(nl + 1));
+}
+
+// `threads` threads take lock `L` `rounds` times each and note the token
+// of each hold while they hold it: in the order of the holds.
+template <class L>
+std::vector<std::uint64_t> tokens_in_hold_order(L& lock, int threads, int rounds) {
+  std::mutex m;
+  std::vector<std::uint64_t> seen;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int i = 0; i < rounds; ++i) {
+        auto hold = lock.acquire();
+        {
+          std::lock_guard g(m);
+          seen.push_back(hold.fencing_token().value_or(0));
+        }
+        hold.release();
+      }
+    });
+  for (auto& t : pool) t.join();
+  return seen;
+}
+
+bool strictly_increasing(const std::vector<std::uint64_t>& v) {
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (v[i] <= v[i - 1]) return false;
+  return !v.empty() && v.front() > 0;
+}
+
+}  // namespace
+
+TEST_CASE("fencing is off unless asked for, and a bad idle time is refused", "[lock][fencing]") {
+  dlock::test::private_redis redis;
+  Watched<dlock::ownership::Token> plain(redis.backend, "plain");
+  auto hold = plain.acquire();
+  CHECK_FALSE(hold.fencing_token());
+  hold.release();
+  CHECK(redis.server.command({"EXISTS", "{plain}:fence"}) == "0");
+  try {
+    Watched<dlock::ownership::Token> bad(redis.backend, "bad", fenced<dlock::ownership::Token>(0ms));
+    FAIL("constructed");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == dlock::error::invalid_argument);
+  }
+}
+
+TEMPLATE_TEST_CASE("fencing tokens grow with every hold, under contention", "[lock][fencing]",
+                   (Watched<dlock::ownership::Token>), (Watched<dlock::ownership::ReentrantHash>),
+                   (Watched<dlock::ownership::Queue, dlock::wait::HandOff>)) {
+  dlock::test::private_redis redis;
+  using O = typename TestType::ownership_type;
+  TestType lock(redis.backend, "grows", fenced<O>(), dlock::renewal::Watchdog{scaled(10s)});
+  auto seen = tokens_in_hold_order(lock, 4, 15);
+  INFO("first " << seen.front() << ", last " << seen.back());
+  CHECK(seen.size() == 60);
+  CHECK(strictly_increasing(seen));
+  // The counter lives on (with its idle expiry), in the lock's slot.
+  auto pttl = std::stoll(redis.server.command({"PTTL", "{grows}:fence"}));
+  CHECK(pttl > 0);
+  CHECK(pttl <= std::chrono::milliseconds(std::chrono::hours(24)).count());
+}
+
+TEST_CASE("a reentrant hold keeps the token of its first acquire", "[lock][fencing]") {
+  dlock::test::private_redis redis;
+  using L = Watched<dlock::ownership::ReentrantHash>;
+  L first(redis.backend, "again", fenced<dlock::ownership::ReentrantHash>());
+  L second(redis.backend, "again", fenced<dlock::ownership::ReentrantHash>());  // the same owner: this thread
+  auto outer = first.acquire();
+  auto inner = first.acquire();
+  auto other = second.acquire();
+  REQUIRE(outer.fencing_token());
+  CHECK(inner.fencing_token() == outer.fencing_token());
+  CHECK(other.fencing_token() == outer.fencing_token());
+  other.release();
+  inner.release();
+  outer.release();
+  auto next = first.acquire();
+  CHECK(*next.fencing_token() > *outer.fencing_token());
+}
+
+TEST_CASE("a hand-off's grant takes its token when it arrives", "[lock][fencing]") {
+  dlock::test::private_redis redis;
+  using L = Watched<dlock::ownership::Queue, dlock::wait::HandOff>;
+  L lock(redis.backend, "handed", fenced<dlock::ownership::Queue>(), dlock::renewal::Watchdog{scaled(10s)});
+  auto first = lock.acquire();
+  const auto first_token = *first.fencing_token();
+  auto waiter = std::async(std::launch::async, [&] {
+    auto h = lock.acquire();
+    auto t = h.fencing_token();
+    h.release();
+    return t;
+  });
+  // The waiter is in the line before the release hands the lock to it.
+  REQUIRE(dlock::test::wait_until([&] { return redis.server.command({"ZCARD", "{handed}:queue"}) == "1"; }));
+  auto grants_before = dlock::test::command_calls(redis.server, "evalsha");
+  first.release();
+  auto second = waiter.get();
+  REQUIRE(second);
+  CHECK(*second > first_token);
+  CHECK(dlock::test::command_calls(redis.server, "evalsha") > grants_before);
+}
+
+TEST_CASE("fencing tokens keep growing after the counter sat idle and was removed", "[lock][fencing]") {
+  dlock::test::private_redis redis;
+  Watched<dlock::ownership::Token> lock(redis.backend, "idle", fenced<dlock::ownership::Token>(100ms));
+  auto hold = lock.acquire();
+  auto before = *hold.fencing_token();
+  hold.release();
+  REQUIRE(dlock::test::wait_until([&] { return redis.server.command({"EXISTS", "{idle}:fence"}) == "0"; }));
+  auto again = lock.acquire();
+  CHECK(*again.fencing_token() > before);
+}
+
+TEST_CASE("the counter, not the clock, carries a token that ran ahead of the clock", "[lock][fencing]") {
+  // With the counter far ahead of the server's clock, the next token is
+  // counter + 1; across a restart with persistence the counter survives,
+  // so the token after the restart is higher still (the clock alone would
+  // give a lower one).
+  dlock::test::server_options persistent;
+  persistent.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+  dlock::test::redis_server server(persistent);
+  auto ahead = server_micros(server) + 3'600'000'000ULL;  // an hour ahead
+  server.command({"SET", "{ahead}:fence", std::to_string(ahead)});
+  {
+    dlock::RedisBackend backend(server.url());
+    Watched<dlock::ownership::Token> lock(backend, "ahead", fenced<dlock::ownership::Token>());
+    auto hold = lock.acquire();
+    CHECK(*hold.fencing_token() == ahead + 1);
+    hold.release();
+  }
+  server.restart();
+  dlock::RedisBackend backend(server.url());
+  Watched<dlock::ownership::Token> lock(backend, "ahead", fenced<dlock::ownership::Token>());
+  auto hold = lock.acquire();
+  CHECK(*hold.fencing_token() == ahead + 2);
+}
+
+TEST_CASE("a failover after an increment that did not replicate: the next token is still higher",
+          "[lock][fencing][failover]") {
+  // The increment that handed A its token dies with the master; the
+  // promoted replica's counter is behind it, and its clock (the same
+  // machine's) is what keeps B's token above A's.
+  dlock::test::sentinel_deployment d;
+  dlock::SentinelBackend a_side(d.url());
+  dlock::SentinelBackend b_side(d.url());
+  using L = Watched<dlock::ownership::Token, dlock::wait::Spin, dlock::SentinelBackend>;
+  L a(a_side, "fenced", fenced<dlock::ownership::Token>(), dlock::renewal::Watchdog{scaled(30s)});
+  L b(b_side, "fenced", fenced<dlock::ownership::Token>(), dlock::renewal::Watchdog{scaled(30s)});
+
+  d.hold_replication();
+  auto a_hold = a.acquire();
+  const auto a_token = *a_hold.fencing_token();
+  auto old_port = d.node(0).port();
+  d.node(0).kill();
+  d.lose_held_replication();
+  d.wait_for_new_master(old_port);
+  CHECK(d.master().command({"EXISTS", "{fenced}:fence"}) == "0");  // the increment is gone
+  std::error_code ec;
+  auto b_hold = b.try_acquire_for(scaled(20s), ec);
+  REQUIRE(b_hold);
+  CHECK(*b_hold->fencing_token() > a_token);
+  b_hold->release(ec);
+  CHECK_FALSE(ec);
+  a_hold.release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+}
+
+TEST_CASE("with replica acknowledgement, a token is on the replica before it is handed out", "[lock][fencing]") {
+  dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
+  auto cfg = dlock::redis::parse_sentinel_url(d.url());
+  cfg.master.acknowledge = dlock::redis::replica_ack{};
+  dlock::SentinelBackend backend(cfg);
+  using L = Watched<dlock::ownership::Queue, dlock::wait::HandOff, dlock::SentinelBackend>;
+  L lock(backend, "acked", fenced<dlock::ownership::Queue>(), dlock::renewal::Watchdog{scaled(10s)});
+  std::atomic<int> behind{0}, holds{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 3; ++t)
+    pool.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        auto hold = lock.acquire();
+        auto on_replica = std::stoull(d.node(1).command({"GET", "{acked}:fence"}));
+        if (on_replica < *hold.fencing_token()) ++behind;
+        ++holds;
+        hold.release();
+      }
+    });
+  for (auto& t : pool) t.join();
+  CHECK(holds == 15);
+  CHECK(behind == 0);
+}
