@@ -8,8 +8,10 @@
 // stamped on CLOCK_MONOTONIC (shared by both processes), overlap; client 1
 // learns it too late, from its loss signal and at release (lease_lost).
 // No lease and no watchdog can prevent this: only the protected resource
-// can, by refusing writes that carry an older fencing token (planned in
-// dlock with the Redlock and Cluster backends).
+// can, by refusing writes that carry an older fencing token. The lock here
+// hands out fencing tokens; both clients write to a fenced_store (kept by
+// this parent process, as a remote service would be), and client 1's late
+// write is refused.
 //
 //   paused_holder [redis://host:port]
 #include <signal.h>
@@ -28,6 +30,7 @@
 #include <support/hold_history.hpp>
 #include <support/polling.hpp>
 #include "example_redis.hpp"
+#include "fenced_store.hpp"
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
@@ -39,20 +42,31 @@ namespace {
 const milliseconds lease = scaled(600ms), work = lease * 3;
 const std::string key = "tour:paused";
 
+// Dlock's default lock (reentrant hash, watchdog, pub/sub), handing out
+// fencing tokens.
+dlock::ownership::ReentrantHash fenced() {
+  dlock::ownership::ReentrantHash o;
+  o.fencing = dlock::fencing_tokens{};
+  return o;
+}
+
 long long ms(std::int64_t ns) { return static_cast<long long>(ns / 1'000'000); }
 
-// Client 1, in the child process: takes the lock, prints "acquired <ns>",
-// works in small steps until `work` has passed on the clock (a pause
-// stretches nothing: the clock goes on), prints "end <ns> <loss signal ns,
-// or 0>", releases and prints "released <what its release said>".
+// Client 1, in the child process: takes the lock, prints "acquired <ns>
+// <fencing token>", works in small steps until `work` has passed on the
+// clock (a pause stretches nothing: the clock goes on), prints "end <ns>
+// <loss signal ns, or 0>" (its work's write, which the parent sends to the
+// store with its token), releases and prints "released <what its release
+// said>".
 int hold_main(const std::string& url) {
   dlock::RedisBackend redis(url);
-  dlock::Lock<> lock(redis, key, {}, dlock::renewal::Watchdog{lease});
+  dlock::Lock<> lock(redis, key, fenced(), dlock::renewal::Watchdog{lease});
   auto hold = lock.acquire();
   std::atomic<std::int64_t> lost_at{0};
   hold.on_lost([&] { lost_at = monotonic_ns(); });
   auto start = monotonic_ns();
-  std::printf("acquired %lld\n", static_cast<long long>(start));
+  std::printf("acquired %lld %llu\n", static_cast<long long>(start),
+              static_cast<unsigned long long>(hold.fencing_token().value_or(0)));
   std::fflush(stdout);
   while (monotonic_ns() < start + work.count() * 1'000'000) std::this_thread::sleep_for(5ms);
   std::printf("end %lld %lld\n", static_cast<long long>(monotonic_ns()), static_cast<long long>(lost_at.load()));
@@ -79,13 +93,17 @@ int main(int argc, char** argv) try {
     if (line.rfind(word + " ", 0) != 0) throw std::runtime_error("client 1 said '" + line + "', not " + word);
     return line.substr(word.size() + 1);
   };
-  const auto started = std::stoll(expect("acquired"));
+  std::istringstream acquired(expect("acquired"));
+  long long started = 0;
+  std::uint64_t token_1 = 0;
+  acquired >> started >> token_1;
+  dlock::examples::fenced_store store;
   ::kill(holder.pid(), SIGSTOP);
   const auto stopped = monotonic_ns();
   std::printf("client 1 (pid %d): took the lock; stopped with SIGSTOP\n", static_cast<int>(holder.pid()));
 
   dlock::test::hold_history history;
-  dlock::Lock<> lock(redis, key, {}, dlock::renewal::Watchdog{lease});
+  dlock::Lock<> lock(redis, key, fenced(), dlock::renewal::Watchdog{lease});
   auto hold = lock.try_acquire_for(lease * 3);
   if (!hold) {
     std::printf("unexpected: client 2 never got the lock of the stopped client 1\n");
@@ -96,6 +114,10 @@ int main(int argc, char** argv) try {
   std::printf("client 2: got the lock %lld ms after client 1 was stopped (its lease ran out)\n", ms(mine - stopped));
   ::kill(holder.pid(), SIGCONT);
   std::printf("client 1: resumed with SIGCONT, goes on with its critical section\n");
+  const auto token_2 = hold->fencing_token().value_or(0);
+  const bool written_2 = store.write(token_2, "client 2's work");
+  std::printf("client 2: wrote to the store with fencing token %llu: %s\n",
+              static_cast<unsigned long long>(token_2), written_2 ? "accepted" : "refused");
   std::this_thread::sleep_for(lease / 2);  // client 2's critical section
   history.add({key, "client-2", mine, monotonic_ns()});
   hold->release();
@@ -104,6 +126,11 @@ int main(int argc, char** argv) try {
   long long ended = 0, lost_at = 0;
   end >> ended >> lost_at;
   history.add({key, "client-1", started, ended});
+  // Client 1's work ends with a write, carrying the token it got.
+  const bool written_1 = store.write(token_1, "client 1's late work");
+  std::printf("client 1: its late write to the store, with fencing token %llu: %s\n",
+              static_cast<unsigned long long>(token_1),
+              written_1 ? "accepted (it overwrote client 2's work)" : "refused (the store has seen a newer token)");
   const auto released = expect("released");
   if (lost_at)
     std::printf("client 1: its loss signal fired %lld ms after it was stopped, %lld ms after client 2 got in:\n"
@@ -121,15 +148,18 @@ int main(int argc, char** argv) try {
               "prevent that on the client side. The fix lives in the protected resource: each\n"
               "acquisition gets a fencing token (a number that only grows), every write carries\n"
               "it, and the resource refuses a write with an older token than one it has seen.\n"
-              "dlock plans fencing tokens with its Redlock and Cluster backends.\n");
-  bool as_designed = !overlaps.empty() && released == "lease_lost";
+              "Here the store kept client 2's work: \"%s\".\n",
+              store.value().c_str());
+  bool as_designed = !overlaps.empty() && released == "lease_lost" && token_2 > token_1 && written_2 && !written_1;
   if (!as_designed)
-    std::printf("unexpected: the paused holder should overlap client 2 and hear lease_lost at release\n");
+    std::printf("unexpected: the paused holder should overlap client 2, hear lease_lost at release, and have its "
+                "late write refused\n");
   if (overlaps.empty())
     std::printf("verdict: the paused holder did not overlap the next holder\n");
   else
-    std::printf("verdict: the paused holder's critical section overlapped the next holder's; its release said %s\n",
-                released.c_str());
+    std::printf("verdict: the paused holder's critical section overlapped the next holder's; its release said %s; "
+                "the store %s its late write\n",
+                released.c_str(), written_1 ? "accepted" : "refused");
   return as_designed ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "paused_holder: %s\n", e.what());

@@ -1,0 +1,195 @@
+// Seed 003's failover story (A4f), in three acts, each on a Sentinel
+// deployment of its own that this program starts on free loopback ports: a
+// master, two replicas that follow it through fault proxies (so replication
+// can be held back), and three sentinels.
+//
+// In every act, client A takes lock "story" while replication is held back,
+// the master is killed (SIGKILL) with the write its replicas never got, and
+// Sentinel promotes a replica. Then client B asks for the same lock.
+// 1. reproduced: nothing protects the lock; B gets it on the new master
+//    while A still believes it holds it: two holders.
+// 2. prevented: replica acknowledgement is on (WAIT behind every lock
+//    write); A's acquire is refused (no replica had it) and its write given
+//    back; B is the only holder there ever was.
+// 3. fenced: fencing tokens are on, acknowledgement off; the overlap still
+//    happens, but B's token is higher, and the store that A and B write to
+//    refuses A's late write.
+// The three deployments start side by side; each act takes one failover.
+//
+//   failover_sentinel [--repeat N]     (N runs of each act, counted)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <dlock/backend/sentinel.hpp>
+#include <dlock/dlock.hpp>
+#include <support/hold_history.hpp>
+#include <support/polling.hpp>
+#include <support/sentinel_deployment.hpp>
+#include "fenced_store.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::monotonic_ns;
+using dlock::test::scaled;
+
+namespace {
+
+using StoryLock = dlock::Lock<dlock::SentinelBackend, dlock::ownership::Token, dlock::renewal::Watchdog,
+                              dlock::wait::Spin>;
+
+enum class act { reproduced, prevented, fenced };
+
+struct outcome {
+  bool a_held = false;       // A's acquire succeeded
+  std::string a_refusal;     // why not, when it did not
+  bool b_held = false;       // B got the lock on the new master
+  bool overlap = false;      // the hold-history checker found A and B at once
+  bool late_write_refused = false;
+  std::uint64_t a_token = 0, b_token = 0;
+  long long failover_ms = 0;  // from the kill to B's lock
+};
+
+dlock::redis::sentinel_config settings(const dlock::test::sentinel_deployment& d, act which) {
+  auto cfg = dlock::redis::parse_sentinel_url(d.url());
+  if (which == act::prevented) cfg.master.acknowledge = dlock::redis::replica_ack{};
+  return cfg;
+}
+
+dlock::ownership::Token ownership(act which) {
+  dlock::ownership::Token o;
+  if (which == act::fenced) o.fencing = dlock::fencing_tokens{};
+  return o;
+}
+
+outcome run(act which, dlock::test::sentinel_deployment& d) {
+  outcome out;
+  dlock::SentinelBackend a_side(settings(d, which)), b_side(settings(d, which));
+  const auto lease = scaled(30s);  // A's first renewal is 10 s away: it hears nothing before B is in
+  StoryLock a(a_side, "story", ownership(which), dlock::renewal::Watchdog{lease});
+  StoryLock b(b_side, "story", ownership(which), dlock::renewal::Watchdog{lease});
+  dlock::test::hold_history history;
+  dlock::examples::fenced_store store;
+
+  d.hold_replication();
+  std::error_code ec;
+  auto a_hold = a.try_acquire(ec);
+  const auto a_start = monotonic_ns();
+  out.a_held = a_hold.has_value();
+  if (!a_hold) out.a_refusal = ec.message();
+  if (a_hold) out.a_token = a_hold->fencing_token().value_or(0);
+
+  const auto old_port = d.node(0).port();
+  const auto killed = std::chrono::steady_clock::now();
+  d.node(0).kill();
+  d.lose_held_replication();  // what the replicas never got dies with the master
+  d.wait_for_new_master(old_port);
+  auto b_hold = b.try_acquire_for(scaled(20s), ec);
+  out.b_held = b_hold.has_value();
+  if (!b_hold) return out;
+  out.failover_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed).count();
+  const auto b_start = monotonic_ns();
+  out.b_token = b_hold->fencing_token().value_or(0);
+  store.write(out.b_token, "B's work");
+  const auto both = monotonic_ns();
+  b_hold->release(ec);
+  if (a_hold) {
+    history.add({"story", "A", a_start, both});
+    // A, still believing it holds the lock, writes its work late.
+    out.late_write_refused = !store.write(out.a_token, "A's late work");
+    a_hold->release(ec);  // lease_lost: B took and released the key
+  }
+  history.add({"story", "B", b_start, both});
+  out.overlap = !history.overlaps().empty();
+  return out;
+}
+
+const char* name(act which) {
+  switch (which) {
+    case act::reproduced: return "reproduced";
+    case act::prevented: return "prevented";
+    case act::fenced: return "fenced";
+  }
+  return "?";
+}
+
+void tell(act which, const outcome& o) {
+  std::printf("\n%s:\n", name(which));
+  if (o.a_held)
+    std::printf("  A took the lock on the master (replication held back)%s\n",
+                o.a_token ? (", fencing token " + std::to_string(o.a_token)).c_str() : "");
+  else
+    std::printf("  A's acquire was refused: %s\n", o.a_refusal.c_str());
+  std::printf("  the master was killed; Sentinel promoted a replica that never got A's write\n");
+  if (!o.b_held) {
+    std::printf("  B did not get the lock on the new master\n");
+    return;
+  }
+  std::printf("  B took the lock on the new master, %lld ms after the kill%s\n", o.failover_ms,
+              o.b_token ? (", fencing token " + std::to_string(o.b_token)).c_str() : "");
+  std::printf("  %s\n", o.overlap ? "OVERLAP: A and B held the lock at the same time"
+                                  : "no overlap: B was the only holder");
+  if (o.a_held && o.a_token)
+    std::printf("  A's late write to the store: %s\n", o.late_write_refused ? "refused (older token)" : "accepted");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  int repeat = 1;
+  if (argc == 3 && std::string(argv[1]) == "--repeat") repeat = std::stoi(argv[2]);
+  else if (argc != 1) {
+    std::fprintf(stderr, "usage: failover_sentinel [--repeat N]\n");
+    return 2;
+  }
+  const act acts[] = {act::reproduced, act::prevented, act::fenced};
+  int overlaps[3] = {}, refused_a[3] = {}, late_refused[3] = {}, b_alone[3] = {};
+  std::vector<long long> failover_ms;
+  for (int r = 0; r < repeat; ++r) {
+    // One deployment per act, started side by side, each act on its own.
+    std::vector<std::future<outcome>> runs;
+    for (auto which : acts)
+      runs.push_back(std::async(std::launch::async, [which] {
+        dlock::test::sentinel_deployment d;
+        return run(which, d);
+      }));
+    for (int i = 0; i < 3; ++i) {
+      auto o = runs[i].get();
+      if (repeat == 1) tell(acts[i], o);
+      overlaps[i] += o.overlap;
+      refused_a[i] += !o.a_held;
+      late_refused[i] += o.late_write_refused;
+      b_alone[i] += o.b_held && !o.overlap;
+      if (o.b_held) failover_ms.push_back(o.failover_ms);
+    }
+  }
+  std::printf("\nover %d run%s of each act:\n", repeat, repeat == 1 ? "" : "s");
+  std::printf("  reproduced: two holders in %d\n", overlaps[0]);
+  std::printf("  prevented:  two holders in %d (A refused in %d, B the only holder in %d)\n", overlaps[1],
+              refused_a[1], b_alone[1]);
+  std::printf("  fenced:     two holders in %d, A's late write refused in %d\n", overlaps[2], late_refused[2]);
+  if (!failover_ms.empty()) {
+    auto [lo, hi] = std::minmax_element(failover_ms.begin(), failover_ms.end());
+    std::printf("  from the kill to B's lock: %lld to %lld ms\n", *lo, *hi);
+  }
+  std::printf("\nWhat it teaches: Redis replicates after it answers, so a lock written on a master\n"
+              "can die with it, and Sentinel promotes a replica that never saw it. Replica\n"
+              "acknowledgement (WAIT) makes a lock count only once replicas have it; fencing\n"
+              "tokens let the protected resource refuse the holder that lost its lock.\n");
+  const bool as_designed = overlaps[0] == repeat && overlaps[1] == 0 && b_alone[1] == repeat &&
+                           overlaps[2] == repeat && late_refused[2] == repeat;
+  if (!as_designed) std::printf("unexpected: see the counts above\n");
+  std::printf("verdict: reproduced %d/%d, prevented %d/%d, fenced %d/%d: without acknowledgement the lock was "
+              "granted twice; with it, A's write was given back and B held alone; with fencing, A's late write "
+              "was refused\n",
+              overlaps[0], repeat, b_alone[1], repeat, late_refused[2], repeat);
+  return as_designed ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "failover_sentinel: %s\n", e.what());
+  return 2;
+}
