@@ -19,6 +19,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -44,15 +45,24 @@ bool port_free(std::uint16_t port) {
 
 // Below Linux's ephemeral range (32768+), so outgoing connections never
 // hold our ports; a cluster node also needs port + 10000 (its bus).
+// A port is never handed out twice in one process: two servers started
+// side by side (a test's deployments, the story's three acts) cannot pick
+// the same port between one's check and its bind.
 std::uint16_t pick_port(bool with_bus) {
   static std::mt19937 rng{std::random_device{}()};
   static std::mutex m;
+  static std::set<std::uint16_t> handed_out;
   std::lock_guard g(m);
   std::uniform_int_distribution<int> pick(20000, 31999);
   for (int tries = 0; tries < 1000; ++tries) {
     auto p = static_cast<std::uint16_t>(pick(rng));
-    if (p == 6379 || p == 16379) continue;
-    if (port_free(p) && (!with_bus || port_free(static_cast<std::uint16_t>(p + 10000)))) return p;
+    auto bus = static_cast<std::uint16_t>(p + 10000);
+    if (p == 6379 || p == 16379 || handed_out.count(p) || (with_bus && handed_out.count(bus))) continue;
+    if (port_free(p) && (!with_bus || port_free(bus))) {
+      handed_out.insert(p);
+      if (with_bus) handed_out.insert(bus);
+      return p;
+    }
   }
   throw std::runtime_error("no free port found on 127.0.0.1");
 }
@@ -169,7 +179,9 @@ redis_server::redis_server(server_options opts) : opts_(std::move(opts)) {
       wait_ready(10s);
       return;
     } catch (const std::exception&) {
-      bool died = pid_ > 0 && exited(pid_);
+      // wait_ready forgets a server that exited (pid_ -1): it died, most
+      // likely of a port another process took between the check and the bind.
+      bool died = pid_ <= 0 || exited(pid_);
       if (pid_ > 0 && !died) {
         ::kill(pid_, SIGKILL);
         reap(pid_);

@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
+#include <set>
+#include <vector>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -486,4 +489,19 @@ TEST_CASE("the proxy and the fake close every socket they opened", "[proxy][fake
     CHECK(open_fds() > before);
   }
   CHECK(open_fds() == before);
+}
+
+TEST_CASE("a port is handed out once per process, so servers started side by side never collide", "[harness]") {
+  // Before, each pick was an independent random draw: 3000 draws from
+  // 12000 ports repeat one almost surely (and three Sentinel deployments
+  // started at once did collide once, on a replica's port).
+  std::set<std::uint16_t> seen;
+  for (int i = 0; i < 3000; ++i) CHECK(seen.insert(dlock::test::free_port()).second);
+  // Started side by side, from threads: every one comes up.
+  std::vector<std::future<std::uint16_t>> started;
+  for (int i = 0; i < 6; ++i)
+    started.push_back(std::async(std::launch::async, [] { return dlock::test::redis_server().port(); }));
+  std::set<std::uint16_t> ports;
+  for (auto& f : started) ports.insert(f.get());
+  CHECK(ports.size() == 6);
 }
