@@ -6,6 +6,7 @@
 #include <dlock/concepts.hpp>
 #include <dlock/detail/background.hpp>
 #include <dlock/detail/commands.hpp>
+#include <dlock/detail/fencing.hpp>
 #include <dlock/detail/hold_record.hpp>
 #include <dlock/detail/release_memory.hpp>
 #include <dlock/detail/sleep.hpp>
@@ -41,6 +42,16 @@ using detail::validate_positive;  // the given error unless the duration is abov
 using detail::command;  // one command, its reply (an error reply is server_error)
 using detail::eval;     // one script by SHA, NOSCRIPT handled
 using detail::exec;     // a pipeline, one reply per command
+// A write that takes a lock: with WAIT behind it when the backend
+// acknowledges writes, what the replicas acknowledged in `acks`.
+using detail::acknowledged_eval;
+using detail::acknowledged_exec;
+
+// Fencing tokens (see dlock::fencing_tokens).
+using detail::fence_arg;  // a fencing setting as a script argument: its idle ms, "0" when off
+using detail::fence_key;  // the counter's key, in the lock's slot
+using detail::fence_lua;  // Lua defining next_fence(key, idle_ms), to prepend to a script
+using detail::fence_of;   // a token in a reply: a positive integer, else nullopt
 
 // Reading replies strictly.
 using detail::cannot_resolve;     // for an ownership that cannot tell whether a lost try won
