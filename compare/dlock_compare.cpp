@@ -24,6 +24,7 @@
 #include <support/placement.hpp>
 #include <support/redis_server.hpp>
 
+#include "backends.hpp"
 #include "contention.hpp"
 #include "faults.hpp"
 #include "measure.hpp"
@@ -117,14 +118,49 @@ struct counts {
   std::vector<int> workers;  // contention runs
   std::chrono::milliseconds contention, start_delay;
   std::chrono::milliseconds fault_lease;
+  int failover_runs;  // runs of each act of seed 003's story (--backend sentinel)
 };
 counts counts_for(depth d) {
   using std::chrono::milliseconds;
   switch (d) {
-    case depth::quick: return {300, 100, 3, {2, 8}, milliseconds(250), milliseconds(200), milliseconds(300)};
-    case depth::thorough: return {20000, 5000, 5, {2, 8, 32}, milliseconds(3000), milliseconds(500), milliseconds(2000)};
-    default: return {3000, 1000, 5, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000)};
+    case depth::quick: return {300, 100, 3, {2, 8}, milliseconds(250), milliseconds(200), milliseconds(300), 1};
+    case depth::thorough:
+      return {20000, 5000, 5, {2, 8, 32}, milliseconds(3000), milliseconds(500), milliseconds(2000), 20};
+    default: return {3000, 1000, 5, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000), 3};
   }
+}
+
+bool has(const std::vector<std::string>& list, const std::string& what) {
+  return std::find(list.begin(), list.end(), what) != list.end();
+}
+
+// The backends phase (--backend sentinel): its own private server for the
+// one-server column (so that both sides run on this machine, the same way),
+// a Sentinel deployment, every selected combination's cycle on both, then
+// seed 003's story.
+backends_result run_backends(const options& o, const counts& n) {
+  backends_result b;
+  b.names = o.backends;
+  if (!has(o.backends, "sentinel")) return b;
+  std::fprintf(stderr, "backends: starting a private redis-server and a Sentinel deployment...\n");
+  dlock::test::redis_server single_server;
+  dlock::RedisBackend single(single_server.url());
+  sentinel_servers s;
+  b.deployment = s.describe();
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (!matches(o.filter, L::combination_name())) return;
+    std::fprintf(stderr, "backends: %s, %d cycles on each\n", L::combination_name().c_str(), n.cycles);
+    try {
+      b.rows.push_back(backend_cycles<L>(single, s, "backends:" + L::combination_name(), n.cycles, n.pairs));
+    } catch (const std::system_error& e) {
+      throw std::runtime_error(L::combination_name() + " on Sentinel: " + e.what());
+    }
+  });
+  std::fprintf(stderr, "fault: seed 003's failover story, %d run%s of each act (three deployments at a time)\n",
+               n.failover_runs, n.failover_runs == 1 ? "" : "s");
+  b.failover = failover_fault(n.failover_runs);
+  return b;
 }
 
 // One contention run of L with `workers` workers, half in each of two
@@ -187,6 +223,24 @@ int worker_main(const std::vector<std::string_view>& args) {
 }
 
 int run(const options& o) {
+  auto n = counts_for(o.how);
+  if (o.seconds > 0) n.contention = std::chrono::milliseconds(static_cast<long long>(o.seconds * 1000 + 0.5));
+  if (!has(o.backends, "single")) {
+    // Only the backends phase.
+    auto backends = run_backends(o, n);
+    std::printf("%s", backends_table(backends).c_str());
+    std::filesystem::create_directories(o.out_dir);
+    auto path = std::filesystem::path(o.out_dir) / "compare.json";
+    environment env;
+    env.cpu_count = std::thread::hardware_concurrency();
+    env.compiler = compiler();
+    env.dlock_version = DLOCK_VERSION;
+    env.git_commit = DLOCK_GIT_COMMIT;
+    env.depth = o.how == depth::quick ? "quick" : o.how == depth::thorough ? "thorough" : "normal";
+    std::ofstream(path) << json(env, {}, reference_result{"", "only --backend sentinel ran", {}}, {}, backends);
+    std::fprintf(stderr, "wrote %s\n", path.c_str());
+    return 0;
+  }
   std::optional<dlock::test::redis_server> private_server;
   std::string url = o.redis_url, target = "private";
   if (url.empty()) {
@@ -204,8 +258,6 @@ int run(const options& o) {
   // Every key of the run lives under one prefix, deleted at the end.
   const std::string prefix = "dlock-compare:" + dlock::detail::random_hex(6) + ":";
 
-  auto n = counts_for(o.how);
-  if (o.seconds > 0) n.contention = std::chrono::milliseconds(static_cast<long long>(o.seconds * 1000 + 0.5));
   environment env;
   env.redis_version = info_field(redis, "server", "redis_version");
   env.redis_target = target;
@@ -301,11 +353,13 @@ int run(const options& o) {
   });
   auto deleted = delete_keys(redis, prefix);
   if (!private_server) std::fprintf(stderr, "deleted the run's %zu keys (%s*)\n", deleted, prefix.c_str());
+  auto backends = run_backends(o, n);
 
   std::printf("%s", table(env, rows, ref, faults).c_str());
+  std::printf("%s", backends_table(backends).c_str());
   std::filesystem::create_directories(o.out_dir);
   auto path = std::filesystem::path(o.out_dir) / "compare.json";
-  std::ofstream(path) << json(env, rows, ref, faults);
+  std::ofstream(path) << json(env, rows, ref, faults, backends);
   std::fprintf(stderr, "wrote %s\n", path.c_str());
   return 0;
 }

@@ -1,12 +1,14 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace dlock::compare {
 
 std::string usage() {
   return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--seconds S]\n"
-         "                     [--placement same|split|free] [--out DIR] [--list]\n"
+         "                     [--placement same|split|free] [--backend single,sentinel]\n"
+         "                     [--out DIR] [--list]\n"
          "\n"
          "Compares every lock combination dlock compiles, on one Redis, and writes\n"
          "a table to stdout and every figure to DIR/compare.json.\n"
@@ -24,6 +26,13 @@ std::string usage() {
          "                    the server and this program (and redis-py) to one\n"
          "                    CPU, 'split' to two, 'free' leaves them to the\n"
          "                    scheduler (only this program is pinned with --redis)\n"
+         "  --backend LIST    single (default), sentinel, or both: 'single,sentinel'.\n"
+         "                    sentinel starts a master with two replicas and a\n"
+         "                    sentinel, measures each combination's uncontended\n"
+         "                    cycle there without and with replica acknowledgement,\n"
+         "                    alternating with the same cycle on one server (their\n"
+         "                    ratios), and runs seed 003's failover story (three\n"
+         "                    more deployments) as a fault row\n"
          "  --out DIR         where compare.json goes (default: compare-out)\n"
          "  --list            print the combinations and exit\n";
 }
@@ -53,6 +62,21 @@ std::optional<options> parse_options(const std::vector<std::string_view>& args, 
       if (ec != std::errc() || end != text.data() + text.size() || !(o.seconds >= 0.1 && o.seconds <= 600)) {
         why = "--seconds needs a number of seconds from 0.1 to 600, not '" + text + "'";
         return std::nullopt;
+      }
+    } else if (a == "--backend") {
+      std::string text;
+      if (!value(text)) return std::nullopt;
+      o.backends.clear();
+      for (std::size_t at = 0; at <= text.size();) {
+        auto comma = text.find(',', at);
+        if (comma == std::string::npos) comma = text.size();
+        auto one = text.substr(at, comma - at);
+        if (one != "single" && one != "sentinel") {
+          why = "--backend is a comma list of single and sentinel, not '" + text + "'";
+          return std::nullopt;
+        }
+        if (std::find(o.backends.begin(), o.backends.end(), one) == o.backends.end()) o.backends.push_back(one);
+        at = comma + 1;
       }
     } else if (a == "--placement") {
       std::string text;

@@ -22,6 +22,12 @@ struct options {
   /// Where the uncontended phase runs the server and this program (and
   /// redis-py): on one CPU by default (see support/placement.hpp).
   test::placement placement = test::placement::same;
+  /// Which backends run: "single" (the main table, on one server) and
+  /// "sentinel" (a master with two replicas and a sentinel, started by the
+  /// run: each combination's uncontended cycle without and with replica
+  /// acknowledgement, alternating with the same combination on one server,
+  /// and seed 003's failover story as a fault row).
+  std::vector<std::string> backends{"single"};
   bool list = false;
   bool help = false;
 };

@@ -211,11 +211,49 @@ std::string table(const environment& env, const std::vector<combination_result>&
   return out;
 }
 
+std::string backends_table(const backends_result& b) {
+  if (b.rows.empty() && !b.failover) return {};
+  std::string out = "\nbackends: one server, and Sentinel (" + b.deployment + ")\n";
+  std::size_t name_w = 11;
+  for (auto& r : b.rows) name_w = std::max(name_w, r.name.size());
+  if (!b.rows.empty()) {
+    out += padded("combination", name_w) +
+           "  single p50   sentinel p50  x single   sentinel+WAIT p50  x single\n";
+    for (auto& r : b.rows) {
+      out += padded(r.name, name_w) + "  " + padded(fmt("%.1f us", r.single.p50_us), 11) + "  " +
+             padded(fmt("%.1f us", r.sentinel.p50_us), 13) + padded(fmt("%.2f", median(r.sentinel_pairs)), 11) +
+             "  ";
+      if (r.acknowledged)
+        out += padded(fmt("%.1f us", r.acknowledged->p50_us), 18) + " " + fmt("%.2f", median(r.acknowledged_pairs));
+      else
+        out += "n/a (not owner-checked)";
+      out += "\n";
+    }
+    out += "\nthe uncontended cycle (acquire + release, blocking) on each backend, in blocks that alternate\n"
+           "one server, Sentinel, Sentinel with replica acknowledgement (WAIT for every replica), unpinned;\n"
+           "x single: the median over the pairs of that block's p50 over the one-server block's next to it.\n";
+  }
+  if (b.failover) {
+    auto& f = *b.failover;
+    auto of = [&](int n) { return std::to_string(n) + "/" + std::to_string(f.runs); };
+    out += "\nfault: seed 003's failover (master killed with replication held back), " + std::to_string(f.runs) +
+           " run" + (f.runs == 1 ? "" : "s") + " of each act:\n";
+    out += "  reproduced (no acknowledgement): two holders in " + of(f.reproduced_overlaps) + "\n";
+    out += "  prevented (WAIT):                two holders in " + of(f.prevented_overlaps) + ", A refused in " +
+           of(f.prevented_refused) + ", B alone in " + of(f.prevented_b_alone) + "\n";
+    out += "  fenced (fencing tokens):         two holders in " + of(f.fenced_overlaps) + ", late write refused in " +
+           of(f.fenced_late_refused) + "\n";
+    out += "  from the kill to B's lock: " + fmt("%.0f", f.kill_to_lock_min_ms) + " to " +
+           fmt("%.0f ms", f.kill_to_lock_max_ms) + "\n";
+  }
+  return out;
+}
+
 std::string json(const environment& env, const std::vector<combination_result>& rows, const reference_result& ref,
-                 const std::vector<fault_result>& faults) {
+                 const std::vector<fault_result>& faults, const backends_result& backends) {
   const double ping = env.ping.p50_us;
   auto row_json = [&](const combination_result& r) {
-    std::string out = "{\"name\": " + quoted(r.name) + ", \"ownership\": " + quoted(r.ownership) +
+    std::string out = "{\"name\": " + quoted(r.name) + ", \"backend\": \"single\", \"ownership\": " + quoted(r.ownership) +
                       ", \"renewal\": " + quoted(r.renewal) + ", \"wait\": " + quoted(r.wait) +
                       ", \"reproduces\": " + quoted(r.reproduces) + ",\n     \"uncontended\": " +
                       latency_json(r.uncontended, local_ping(r, ping)) + ",\n     \"ping\": " + latency_json(r.ping, 0) +
@@ -256,7 +294,31 @@ std::string json(const environment& env, const std::vector<combination_result>& 
            ", \"skewed_clock_stole\": " + (f.skewed_clock_stole ? (*f.skewed_clock_stole ? "true" : "false") : "null") +
            ", \"skew_s\": " + number(f.skew_s) + "}";
   }
-  out += "\n  ]\n}\n";
+  out += "\n  ],\n  \"backends\": {\"names\": [";
+  for (std::size_t i = 0; i < backends.names.size(); ++i) out += (i ? ", " : "") + quoted(backends.names[i]);
+  out += "], \"deployment\": " + quoted(backends.deployment) + ",\n    \"rows\": [";
+  for (std::size_t i = 0; i < backends.rows.size(); ++i) {
+    auto& r = backends.rows[i];
+    out += (i ? ",\n      " : "\n      ");
+    out += "{\"name\": " + quoted(r.name) + ", \"single\": " + latency_json(r.single, 0) +
+           ", \"sentinel\": " + latency_json(r.sentinel, 0) +
+           ", \"sentinel_vs_single\": " + number(median(r.sentinel_pairs)) + ", \"sentinel_acknowledged\": " +
+           (r.acknowledged ? latency_json(*r.acknowledged, 0) : "null") + ", \"acknowledged_vs_single\": " +
+           (r.acknowledged ? number(median(r.acknowledged_pairs)) : "null") + "}";
+  }
+  out += "],\n    \"failover\": ";
+  if (backends.failover) {
+    auto& f = *backends.failover;
+    out += "{\"runs\": " + std::to_string(f.runs) + ", \"reproduced_overlaps\": " +
+           std::to_string(f.reproduced_overlaps) + ", \"prevented_overlaps\": " + std::to_string(f.prevented_overlaps) +
+           ", \"prevented_refused\": " + std::to_string(f.prevented_refused) + ", \"prevented_b_alone\": " +
+           std::to_string(f.prevented_b_alone) + ", \"fenced_overlaps\": " + std::to_string(f.fenced_overlaps) +
+           ", \"fenced_late_refused\": " + std::to_string(f.fenced_late_refused) + ", \"kill_to_lock_min_ms\": " +
+           number(f.kill_to_lock_min_ms) + ", \"kill_to_lock_max_ms\": " + number(f.kill_to_lock_max_ms) + "}";
+  } else {
+    out += "null";
+  }
+  out += "}\n}\n";
   return out;
 }
 

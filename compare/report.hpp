@@ -89,6 +89,36 @@ struct reference_result {
   combination_result row;
 };
 
+/// One combination on every backend of the run, its uncontended cycle
+/// measured in alternating blocks on the same thread, unpinned: one server,
+/// the Sentinel deployment's master, the same with replica acknowledgement,
+/// and again (A B C A B C ...). Each pair's ratio is that block's median
+/// over the one-server block's median next to it.
+struct backend_row {
+  std::string name;
+  latency single, sentinel;
+  std::optional<latency> acknowledged;  ///< owner-checked ownerships only
+  std::vector<double> sentinel_pairs, acknowledged_pairs;
+};
+
+/// Seed 003's failover story (examples/failover_story.hpp), counted.
+struct failover_row {
+  int runs = 0;
+  int reproduced_overlaps = 0;
+  int prevented_overlaps = 0, prevented_refused = 0, prevented_b_alone = 0;
+  int fenced_overlaps = 0, fenced_late_refused = 0;
+  double kill_to_lock_min_ms = 0, kill_to_lock_max_ms = 0;
+};
+
+/// The backends part of a run (--backend): empty rows when only "single"
+/// ran.
+struct backends_result {
+  std::vector<std::string> names;  ///< the run's backends, as given
+  std::string deployment;          ///< what the Sentinel rows ran on
+  std::vector<backend_row> rows;
+  std::optional<failover_row> failover;
+};
+
 /// Where and how the run happened.
 struct environment {
   std::string redis_version;
@@ -104,10 +134,15 @@ struct environment {
 /// it; then the fault stories, one row per pair.
 std::string table(const environment& env, const std::vector<combination_result>& rows,
                   const reference_result& ref, const std::vector<fault_result>& faults);
+/// The backends' table: one row per combination, the cycle on each backend
+/// and its ratio to one server's; then the failover story's counts.
+std::string backends_table(const backends_result& b);
 
 /// The whole run as JSON (an object with "environment", "combinations",
-/// "reference" and "faults").
+/// "reference", "faults" and "backends"; each combination names its
+/// backend, "single").
 std::string json(const environment& env, const std::vector<combination_result>& rows,
-                 const reference_result& ref, const std::vector<fault_result>& faults);
+                 const reference_result& ref, const std::vector<fault_result>& faults,
+                 const backends_result& backends);
 
 }  // namespace dlock::compare

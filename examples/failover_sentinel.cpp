@@ -31,7 +31,7 @@
 #include <support/hold_history.hpp>
 #include <support/polling.hpp>
 #include <support/sentinel_deployment.hpp>
-#include "fenced_store.hpp"
+#include "failover_story.hpp"
 
 using namespace std::chrono_literals;
 using dlock::test::monotonic_ns;
@@ -39,75 +39,7 @@ using dlock::test::scaled;
 
 namespace {
 
-using StoryLock = dlock::Lock<dlock::SentinelBackend, dlock::ownership::Token, dlock::renewal::Watchdog,
-                              dlock::wait::Spin>;
-
-enum class act { reproduced, prevented, fenced };
-
-struct outcome {
-  bool a_held = false;       // A's acquire succeeded
-  std::string a_refusal;     // why not, when it did not
-  bool b_held = false;       // B got the lock on the new master
-  bool overlap = false;      // the hold-history checker found A and B at once
-  bool late_write_refused = false;
-  std::uint64_t a_token = 0, b_token = 0;
-  long long failover_ms = 0;  // from the kill to B's lock
-};
-
-dlock::redis::sentinel_config settings(const dlock::test::sentinel_deployment& d, act which) {
-  auto cfg = dlock::redis::parse_sentinel_url(d.url());
-  if (which == act::prevented) cfg.master.acknowledge = dlock::redis::replica_ack{};
-  return cfg;
-}
-
-dlock::ownership::Token ownership(act which) {
-  dlock::ownership::Token o;
-  if (which == act::fenced) o.fencing = dlock::fencing_tokens{};
-  return o;
-}
-
-outcome run(act which, dlock::test::sentinel_deployment& d) {
-  outcome out;
-  dlock::SentinelBackend a_side(settings(d, which)), b_side(settings(d, which));
-  const auto lease = scaled(30s);  // A's first renewal is 10 s away: it hears nothing before B is in
-  StoryLock a(a_side, "story", ownership(which), dlock::renewal::Watchdog{lease});
-  StoryLock b(b_side, "story", ownership(which), dlock::renewal::Watchdog{lease});
-  dlock::test::hold_history history;
-  dlock::examples::fenced_store store;
-
-  d.hold_replication();
-  std::error_code ec;
-  auto a_hold = a.try_acquire(ec);
-  const auto a_start = monotonic_ns();
-  out.a_held = a_hold.has_value();
-  if (!a_hold) out.a_refusal = ec.message();
-  if (a_hold) out.a_token = a_hold->fencing_token().value_or(0);
-
-  const auto old_port = d.node(0).port();
-  const auto killed = std::chrono::steady_clock::now();
-  d.node(0).kill();
-  d.lose_held_replication();  // what the replicas never got dies with the master
-  d.wait_for_new_master(old_port);
-  auto b_hold = b.try_acquire_for(scaled(20s), ec);
-  out.b_held = b_hold.has_value();
-  if (!b_hold) return out;
-  out.failover_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed).count();
-  const auto b_start = monotonic_ns();
-  out.b_token = b_hold->fencing_token().value_or(0);
-  store.write(out.b_token, "B's work");
-  const auto both = monotonic_ns();
-  b_hold->release(ec);
-  if (a_hold) {
-    history.add({"story", "A", a_start, both});
-    // A, still believing it holds the lock, writes its work late.
-    out.late_write_refused = !store.write(out.a_token, "A's late work");
-    a_hold->release(ec);  // lease_lost: B took and released the key
-  }
-  history.add({"story", "B", b_start, both});
-  out.overlap = !history.overlaps().empty();
-  return out;
-}
+using namespace dlock::examples::failover_story;
 
 const char* name(act which) {
   switch (which) {
@@ -147,27 +79,14 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "usage: failover_sentinel [--repeat N]\n");
     return 2;
   }
-  const act acts[] = {act::reproduced, act::prevented, act::fenced};
-  int overlaps[3] = {}, refused_a[3] = {}, late_refused[3] = {}, b_alone[3] = {};
-  std::vector<long long> failover_ms;
-  for (int r = 0; r < repeat; ++r) {
-    // One deployment per act, started side by side, each act on its own.
-    std::vector<std::future<outcome>> runs;
-    for (auto which : acts)
-      runs.push_back(std::async(std::launch::async, [which] {
-        dlock::test::sentinel_deployment d;
-        return run(which, d);
-      }));
-    for (int i = 0; i < 3; ++i) {
-      auto o = runs[i].get();
-      if (repeat == 1) tell(acts[i], o);
-      overlaps[i] += o.overlap;
-      refused_a[i] += !o.a_held;
-      late_refused[i] += o.late_write_refused;
-      b_alone[i] += o.b_held && !o.overlap;
-      if (o.b_held) failover_ms.push_back(o.failover_ms);
-    }
-  }
+  auto t = run_all(repeat, [&](act which, const outcome& o) {
+    if (repeat == 1) tell(which, o);
+  });
+  const auto& overlaps = t.overlaps;
+  const auto& refused_a = t.a_refused;
+  const auto& b_alone = t.b_alone;
+  const auto& late_refused = t.late_refused;
+  const auto& failover_ms = t.failover_ms;
   std::printf("\nover %d run%s of each act:\n", repeat, repeat == 1 ? "" : "s");
   std::printf("  reproduced: two holders in %d\n", overlaps[0]);
   std::printf("  prevented:  two holders in %d (A refused in %d, B the only holder in %d)\n", overlaps[1],
@@ -181,8 +100,7 @@ int main(int argc, char** argv) try {
               "can die with it, and Sentinel promotes a replica that never saw it. Replica\n"
               "acknowledgement (WAIT) makes a lock count only once replicas have it; fencing\n"
               "tokens let the protected resource refuse the holder that lost its lock.\n");
-  const bool as_designed = overlaps[0] == repeat && overlaps[1] == 0 && b_alone[1] == repeat &&
-                           overlaps[2] == repeat && late_refused[2] == repeat;
+  const bool as_designed = t.as_designed();
   if (!as_designed) std::printf("unexpected: see the counts above\n");
   std::printf("verdict: reproduced %d/%d, prevented %d/%d, fenced %d/%d: without acknowledgement the lock was "
               "granted twice; with it, A's write was given back and B held alone; with fencing, A's late write "

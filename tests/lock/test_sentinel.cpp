@@ -314,3 +314,15 @@ TEMPLATE_LIST_TEST_CASE("a hold through Sentinel reports its lease and keeps oth
                         dlock::combinations::representative_t<dlock::SentinelBackend>) {
   dlock::test::hold_test<dlock::test::sentinel_servers, TestType>();
 }
+
+TEST_CASE("blocking lock calls on Sentinel take the blocking fast path, not the shared connection", "[lock][sentinel]") {
+  dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
+  dlock::SentinelBackend backend(d.url());
+  SentinelHashPubSub lock(backend, "fast", {}, dlock::renewal::Watchdog{scaled(10s)});
+  lock.acquire().release();  // warm: scripts loaded, connection open
+  const auto before = backend.connection().statistics().commands_written;
+  for (int i = 0; i < 200; ++i) lock.acquire().release();
+  const auto shared = backend.connection().statistics().commands_written - before;
+  INFO("commands written on the shared connection during 200 cycles: " << shared);
+  CHECK(shared < 20);  // health-check PINGs only
+}

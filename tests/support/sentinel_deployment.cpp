@@ -10,9 +10,12 @@ namespace dlock::test {
 sentinel_deployment::sentinel_deployment(sentinel_options opts) : opts_(std::move(opts)) {
   nodes_.push_back(std::make_unique<redis_server>());
   for (int i = 0; i < opts_.replicas; ++i) {
-    proxies_.push_back(std::make_unique<fault_proxy>(nodes_[0]->port()));
     server_options o;
-    o.replica_of = proxies_.back()->port();
+    o.replica_of = nodes_[0]->port();
+    if (opts_.proxied) {
+      proxies_.push_back(std::make_unique<fault_proxy>(nodes_[0]->port()));
+      o.replica_of = proxies_.back()->port();
+    }
     nodes_.push_back(std::make_unique<redis_server>(o));
   }
   for (std::size_t i = 1; i < nodes_.size(); ++i) nodes_[i]->wait_until_synced();
@@ -42,18 +45,22 @@ redis_server& sentinel_deployment::master() {
 }
 
 void sentinel_deployment::hold_replication() {
+  if (!opts_.proxied) throw std::logic_error("sentinel_deployment: replication is not proxied");
   for (auto& p : proxies_) p->stall(fault_proxy::direction::to_client);
 }
 
 void sentinel_deployment::hold_replication_to(std::size_t node) {
+  if (!opts_.proxied) throw std::logic_error("sentinel_deployment: replication is not proxied");
   proxies_.at(node - 1)->stall(fault_proxy::direction::to_client);
 }
 
 void sentinel_deployment::release_replication() {
+  if (!opts_.proxied) throw std::logic_error("sentinel_deployment: replication is not proxied");
   for (auto& p : proxies_) p->resume();
 }
 
 void sentinel_deployment::lose_held_replication() {
+  if (!opts_.proxied) throw std::logic_error("sentinel_deployment: replication is not proxied");
   for (auto& p : proxies_) {
     p->cut();
     p->resume();

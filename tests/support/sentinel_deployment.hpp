@@ -25,6 +25,10 @@ struct sentinel_options {
   /// a deployment lives shorter than that.
   int failover_timeout_ms = 60000;
   std::string master_name = "dlockmaster";
+  /// Replicas follow the master through fault proxies (so that replication
+  /// can be held back); false: directly, as in production (for measuring:
+  /// the replication helpers then throw).
+  bool proxied = true;
 };
 
 /// Starts on construction, ready for a failover (every sentinel knows every
