@@ -169,6 +169,38 @@ def check_plots(script, out):
             fail(f"{name} has no label {label!r}")
 
 
+def check_backends(exe, out):
+    """--backend sentinel: the owner-checked rows have a cycle with and
+    without acknowledgement, each ratio from alternating pairs; the failover
+    story's counts are what the designs promise. Plain combinations only
+    (the story and the deployment take the time)."""
+    r = subprocess.run([exe, "--backend", "sentinel", "--quick", "--filter", "watchdog/spin", "--out", out],
+                       capture_output=True, text=True, timeout=240)
+    if r.returncode != 0:
+        fail(f"--backend sentinel exited {r.returncode}: {r.stderr}")
+    with open(os.path.join(out, "compare.json")) as f:
+        data = json.load(f)
+    b = data["backends"]
+    if b["names"] != ["sentinel"] or not b["deployment"]:
+        fail(f"backends names/deployment: {b['names']} {b['deployment']!r}")
+    names = sorted(row["name"] for row in b["rows"])
+    if names != ["hash/watchdog/spin", "token/watchdog/spin"]:
+        fail(f"backend rows {names}")
+    for row in b["rows"]:
+        for side in ("single", "sentinel", "sentinel_acknowledged"):
+            if not (row[side]["samples"] > 0 and row[side]["p50_us"] > 0):
+                fail(f"{row['name']}: no {side} cycles: {row}")
+        if not (row["sentinel_vs_single"] > 0 and row["acknowledged_vs_single"] > 0):
+            fail(f"{row['name']}: ratios missing: {row}")
+    f = b["failover"]
+    runs = f["runs"]
+    if not (runs >= 1 and f["reproduced_overlaps"] == runs and f["prevented_overlaps"] == 0
+            and f["prevented_b_alone"] == runs and f["fenced_late_refused"] == runs):
+        fail(f"the failover story's counts: {f}")
+    if "fault: seed 003's failover" not in r.stdout:
+        fail("the table has no failover row")
+
+
 def main():
     exe, out, plot = sys.argv[1], sys.argv[2], sys.argv[3]
     listed = subprocess.run([exe, "--list"], capture_output=True, text=True, check=True).stdout
@@ -216,6 +248,8 @@ def main():
     check_faults(data)
     check_plots(plot, out)
     check_shared_server(exe, out + "-shared")
+    check_backends(exe, out + "-backends")
+    one_line_failure(exe, ["--backend", "cluster"], 2, "--backend is a comma list of single and sentinel")
     one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
     one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")
     one_line_failure(exe, ["--seconds", "0"], 2, "--seconds needs a number of seconds")

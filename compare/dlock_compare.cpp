@@ -146,7 +146,14 @@ backends_result run_backends(const options& o, const counts& n) {
   dlock::test::redis_server single_server;
   dlock::RedisBackend single(single_server.url());
   sentinel_servers s;
-  b.deployment = s.describe();
+  // Pinned as the main table's uncontended phase is (--placement): the
+  // client with the one server, and with the Sentinel master, so that both
+  // sides of each ratio cross (or do not cross) CPUs the same way. The
+  // replicas and the sentinel run where the scheduler puts them.
+  dlock::test::pinned pin_single(o.placement, single_server.pid());
+  dlock::test::pinned pin_master(o.placement, s.deployment.node(0).pid());
+  b.deployment = std::string(s.describe()) + "; placement " + dlock::test::placement_name(o.placement) + " (" +
+                 pin_single.describe() + "; the master: " + pin_master.describe() + ")";
   dlock::combinations::for_each([&](auto type) {
     using L = typename decltype(type)::type;
     if (!matches(o.filter, L::combination_name())) return;

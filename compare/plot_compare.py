@@ -68,7 +68,7 @@ def pairs_of(combos):
 
 def footer(fig, env):
     fig.text(0.01, 0.005,
-             f"dlock {env['dlock_version']} ({env['git_commit']}), Redis {env['redis_version']}, "
+             f"dlock {env['dlock_version']} ({env['git_commit']}), backend: one Redis server, Redis {env['redis_version']}, "
              f"{env['cpu_count']} CPUs, {env['depth']} run; PING p50 {env['ping']['p50_us']:.1f} us",
              fontsize=7, color="#555555")
 

@@ -230,7 +230,8 @@ std::string backends_table(const backends_result& b) {
       out += "\n";
     }
     out += "\nthe uncontended cycle (acquire + release, blocking) on each backend, in blocks that alternate\n"
-           "one server, Sentinel, Sentinel with replica acknowledgement (WAIT for every replica), unpinned;\n"
+           "one server, Sentinel, Sentinel with replica acknowledgement (WAIT for every replica), the client\n"
+           "pinned with each server as the deployment line says (the replicas and the sentinel unpinned);\n"
            "x single: the median over the pairs of that block's p50 over the one-server block's next to it.\n";
   }
   if (b.failover) {

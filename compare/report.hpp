@@ -90,7 +90,8 @@ struct reference_result {
 };
 
 /// One combination on every backend of the run, its uncontended cycle
-/// measured in alternating blocks on the same thread, unpinned: one server,
+/// measured in alternating blocks on the same thread (pinned with the
+/// servers as --placement says): one server,
 /// the Sentinel deployment's master, the same with replica acknowledgement,
 /// and again (A B C A B C ...). Each pair's ratio is that block's median
 /// over the one-server block's median next to it.

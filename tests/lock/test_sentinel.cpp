@@ -320,9 +320,18 @@ TEST_CASE("blocking lock calls on Sentinel take the blocking fast path, not the 
   dlock::SentinelBackend backend(d.url());
   SentinelHashPubSub lock(backend, "fast", {}, dlock::renewal::Watchdog{scaled(10s)});
   lock.acquire().release();  // warm: scripts loaded, connection open
+  auto connections = [&] {
+    auto info = d.node(0).command({"INFO", "stats"});
+    auto at = info.find("total_connections_received:");
+    return std::stoll(info.substr(at + 27));
+  };
   const auto before = backend.connection().statistics().commands_written;
+  const auto connected_before = connections();
   for (int i = 0; i < 200; ++i) lock.acquire().release();
   const auto shared = backend.connection().statistics().commands_written - before;
   INFO("commands written on the shared connection during 200 cycles: " << shared);
   CHECK(shared < 20);  // health-check PINGs only
+  // One blocking connection, kept: not a connect per call (the INFO
+  // commands of this test are two connections of redis-cli's).
+  CHECK(connections() - connected_before <= 3);
 }
