@@ -335,3 +335,40 @@ TEST_CASE("blocking lock calls on Sentinel take the blocking fast path, not the 
   // commands of this test are two connections of redis-cli's).
   CHECK(connections() - connected_before <= 3);
 }
+
+TEST_CASE("a replica whose clock runs ahead ends the leases it inherits early (SET PX reaches it as PXAT)",
+          "[lock][sentinel][failover][skew]") {
+  // Redis 7 replicates `SET name token PX lease` as `SET ... PXAT <the
+  // master's clock + lease>`: an absolute time, which the replica (and, once
+  // promoted, the new master) reads on its own clock. A replica whose clock
+  // runs 4 s ahead sees every lease 4 s shorter; after a failover the key
+  // ends 4 s before the holder's own count says it can. (Debian's faketime
+  // cannot start redis-server 7.0; the harness preloads its own wall-clock
+  // shift, tests/support/skewed_clock.cpp.)
+  const auto skew = 4000ms;
+  dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1,
+                                      .replica_environment = {"LD_PRELOAD=" DLOCK_SKEWED_CLOCK_PATH,
+                                                              "DLOCK_CLOCK_SKEW_MS=" + std::to_string(skew.count())}});
+  dlock::SentinelBackend backend(d.url());
+  const auto lease = scaled(20s);
+  dlock::Lock<dlock::SentinelBackend, dlock::ownership::Token, dlock::renewal::FixedLease, dlock::wait::TryOnce> lock(
+      backend, "skewed", {}, dlock::renewal::FixedLease{lease});
+  auto hold = lock.acquire();
+  REQUIRE(dlock::test::wait_until([&] { return d.node(1).command({"EXISTS", "skewed"}) == "1"; }, scaled(5s)));
+  auto on_master = std::stoll(d.node(0).command({"PTTL", "skewed"}));
+  auto on_replica = std::stoll(d.node(1).command({"PTTL", "skewed"}));
+  INFO("PTTL on the master " << on_master << " ms, on the replica " << on_replica << " ms");
+  CHECK(on_master - on_replica > skew.count() - 1000);
+  CHECK(on_master - on_replica < skew.count() + 1000);
+
+  auto old_port = d.node(0).port();
+  d.node(0).kill();
+  d.wait_for_new_master(old_port);
+  auto left = std::stoll(d.node(1).command({"PTTL", "skewed"}));
+  auto believed = hold.remaining_lease().count();
+  INFO("after the failover: the holder counts " << believed << " ms, the new master " << left << " ms");
+  CHECK(believed - left > skew.count() - 1000);  // the server ends it about 4 s before the holder's count
+  std::error_code ec;
+  hold.release(ec);
+  CHECK_FALSE(ec);  // still there: released normally
+}

@@ -75,11 +75,18 @@ std::string make_temp_dir() {
 
 // Starts `argv` in `dir` with stdout/stderr to `log` (or a pipe's write end
 // when `out_fd` >= 0). The child dies with the thread that started it.
-pid_t spawn_process(const std::vector<std::string>& args, const std::string& dir, int out_fd = -1) {
+pid_t spawn_process(const std::vector<std::string>& args, const std::string& dir, int out_fd = -1,
+                    const std::vector<std::string>& extra_env = {}) {
   std::vector<char*> argv;
   std::vector<std::string> copy = args;
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The environment, with `extra_env` added: built before the fork.
+  std::vector<std::string> env_copy = extra_env;
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (auto& e : env_copy) envp.push_back(e.data());
+  envp.push_back(nullptr);
   std::string devnull = "/dev/null";
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
@@ -93,7 +100,7 @@ pid_t spawn_process(const std::vector<std::string>& args, const std::string& dir
     ::dup2(null, 0);
     ::dup2(out_fd >= 0 ? out_fd : null, 1);
     ::dup2(null, 2);
-    ::execvp(argv[0], argv.data());
+    ::execvpe(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   return pid;
@@ -229,7 +236,7 @@ void redis_server::spawn() {
     args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
                              "--cluster-node-timeout", "2000"});
   args.insert(args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
-  pid_ = spawn_process(args, dir_);
+  pid_ = spawn_process(args, dir_, -1, opts_.environment);
 }
 
 void redis_server::wait_ready(std::chrono::milliseconds limit) {

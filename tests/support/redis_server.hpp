@@ -23,6 +23,7 @@ struct server_options {
   std::vector<std::string> extra_args;  ///< appended to the command line
   std::uint16_t replica_of = 0;         ///< start as a replica of 127.0.0.1:<port>
   bool cluster = false;                 ///< --cluster-enabled yes (port and port+10000 free)
+  std::vector<std::string> environment{};  ///< "NAME=value" added to the server's environment
 };
 
 /// One redis-server process with no persistence, in its own temp dir.

@@ -12,6 +12,7 @@ sentinel_deployment::sentinel_deployment(sentinel_options opts) : opts_(std::mov
   for (int i = 0; i < opts_.replicas; ++i) {
     server_options o;
     o.replica_of = nodes_[0]->port();
+    o.environment = opts_.replica_environment;
     if (opts_.proxied) {
       proxies_.push_back(std::make_unique<fault_proxy>(nodes_[0]->port()));
       o.replica_of = proxies_.back()->port();

@@ -29,6 +29,8 @@ struct sentinel_options {
   /// can be held back); false: directly, as in production (for measuring:
   /// the replication helpers then throw).
   bool proxied = true;
+  /// Added to each replica's environment (a preloaded clock skew).
+  std::vector<std::string> replica_environment{};
 };
 
 /// Starts on construction, ready for a failover (every sentinel knows every
