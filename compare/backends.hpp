@@ -46,18 +46,7 @@ backend_row backend_cycles(RedisBackend& single, sentinel_servers& s, const std:
   S plain(s.plain, key + ":sentinel");
   std::optional<S> acked;
   if constexpr (O::owner_checked) acked.emplace(s.acknowledged, key + ":acknowledged");
-  auto block = [](auto& lock, int k, std::vector<double>& all) {
-    std::vector<double> mine;
-    mine.reserve(static_cast<std::size_t>(k));
-    for (int i = 0; i < k; ++i) {
-      auto t0 = clock::now();
-      auto hold = lock.acquire();
-      hold.release();
-      mine.push_back(micros(clock::now() - t0));
-    }
-    all.insert(all.end(), mine.begin(), mine.end());
-    return median(mine);
-  };
+  auto block = [](auto& lock, int k, std::vector<double>& all) { return timed_cycles(lock, k, all); };
   std::vector<double> a, b, c, warm;
   block(one, 5, warm);
   block(plain, 5, warm);

@@ -45,6 +45,22 @@ inline double one_ping(RedisBackend& redis) {
   return micros(clock::now() - t0);
 }
 
+/// `k` uncontended cycles of `lock` (acquire() then release() of a Hold),
+/// each timed and appended to `into`; returns the block's median.
+template <class L>
+double timed_cycles(L& lock, int k, std::vector<double>& into) {
+  std::vector<double> mine;
+  mine.reserve(static_cast<std::size_t>(k));
+  for (int i = 0; i < k; ++i) {
+    auto t0 = clock::now();
+    auto hold = lock.acquire();
+    hold.release();
+    mine.push_back(micros(clock::now() - t0));
+  }
+  into.insert(into.end(), mine.begin(), mine.end());
+  return median(mine);
+}
+
 /// `n` uncontended cycles of L: acquire() then release() of a Hold, on one
 /// thread, with the policies' defaults, each timed. They run in `pairs`
 /// blocks, each followed by as many PINGs through the same blocking path:
@@ -69,21 +85,13 @@ void uncontended(RedisBackend& redis, const std::string& key, int n, int pairs, 
   };
   for (int pair = 0; pair < pairs; ++pair) {
     const int block = n / pairs + (pair < n % pairs ? 1 : 0);
-    std::vector<double> mine;
-    mine.reserve(static_cast<std::size_t>(block));
-    for (int i = 0; i < block; ++i) {
-      auto t0 = clock::now();
-      auto hold = lock.acquire();
-      hold.release();
-      mine.push_back(micros(clock::now() - t0));
-    }
+    const double mine = timed_cycles(lock, block, c);
     pings(block, p);
-    c.insert(c.end(), mine.begin(), mine.end());
     if (!ref.lock) continue;
     auto theirs = ref.lock->cycles(block);
     pings(block, ref.pings);
     ref.samples.insert(ref.samples.end(), theirs.begin(), theirs.end());
-    row.vs_reference_pairs.push_back(median(theirs) / median(mine));
+    row.vs_reference_pairs.push_back(median(theirs) / mine);
   }
   row.uncontended = percentiles(c);
   row.ping = percentiles(p);

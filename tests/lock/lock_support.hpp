@@ -20,6 +20,17 @@ namespace dlock::test {
 
 using namespace std::chrono_literals;
 
+/// The error code of the std::system_error that `make()` throws, or none.
+template <class F>
+std::error_code thrown_by(F&& make) {
+  try {
+    make();
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
 /// The policy values the tests use for a lock type: the defaults, except
 /// short waits (so that 8 contending threads finish quickly) and a lease
 /// chosen by the test.

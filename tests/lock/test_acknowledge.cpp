@@ -30,16 +30,6 @@ dlock::redis::sentinel_config acknowledging(const dlock::test::sentinel_deployme
   return cfg;
 }
 
-template <class F>
-std::error_code construction_error(F&& make) {
-  try {
-    make();
-  } catch (const std::system_error& e) {
-    return e.code();
-  }
-  return {};
-}
-
 // One try of `L` on `backend`: what it reports, and whether the master
 // holds the key afterwards.
 template <class L, class B>
@@ -58,7 +48,7 @@ TEST_CASE("replica acknowledgement settings that cannot work are refused", "[loc
     dlock::redis::config cfg;
     cfg.port = dlock::test::free_port();  // nothing listens: the check comes first
     cfg.acknowledge = ack;
-    return construction_error([&] { dlock::RedisBackend b(cfg); });
+    return dlock::test::thrown_by([&] { dlock::RedisBackend b(cfg); });
   };
   CHECK(with({0, 100ms}) == dlock::error::invalid_argument);
   CHECK(with({-2, 100ms}) == dlock::error::invalid_argument);
@@ -71,7 +61,7 @@ TEST_CASE("replica acknowledgement settings that cannot work are refused", "[loc
   auto cfg = dlock::redis::parse_url(redis.url());
   cfg.acknowledge = replica_ack{};
   dlock::RedisBackend backend(cfg);
-  CHECK(construction_error([&] {
+  CHECK(dlock::test::thrown_by([&] {
           dlock::Lock<dlock::RedisBackend, dlock::ownership::SetNx, dlock::renewal::FixedLease, dlock::wait::TryOnce>
               lock(backend, "bare", {}, dlock::renewal::FixedLease{1s});
         }) == dlock::error::invalid_argument);
@@ -223,13 +213,24 @@ TEST_CASE("WAIT holds up no other lock's commands: they go on while one waits fo
   d.release_replication();
 }
 
+namespace {
+
+// Seed 003's cast with acknowledgement on: a deployment (a master, two
+// replicas behind fault proxies, three sentinels), and clients A and B,
+// each on a backend of its own, on lock "story".
+struct story_cast {
+  dlock::test::sentinel_deployment d;
+  dlock::SentinelBackend a_side{acknowledging(d)}, b_side{acknowledging(d)};
+  Token a{a_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)}};
+  Token b{b_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)}};
+};
+
+}  // namespace
+
 TEST_CASE("seed 003's failover, prevented: an acquire the replicas never got is refused",
           "[lock][acknowledge][failover][story]") {
-  dlock::test::sentinel_deployment d;
-  dlock::SentinelBackend a_side(acknowledging(d));
-  dlock::SentinelBackend b_side(acknowledging(d));
-  Token a(a_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
-  Token b(b_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+  story_cast cast;
+  auto& [d, a_side, b_side, a, b] = cast;
 
   d.hold_replication();
   std::error_code ec;
@@ -250,11 +251,8 @@ TEST_CASE("seed 003's failover, prevented: an acquire the replicas never got is 
 
 TEST_CASE("seed 003's failover, prevented: an acknowledged hold survives the failover and keeps others out",
           "[lock][acknowledge][failover][story]") {
-  dlock::test::sentinel_deployment d;
-  dlock::SentinelBackend a_side(acknowledging(d));
-  dlock::SentinelBackend b_side(acknowledging(d));
-  Token a(a_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
-  Token b(b_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
+  story_cast cast;
+  auto& [d, a_side, b_side, a, b] = cast;
   auto a_hold = a.acquire();
 
   auto old_port = d.node(0).port();

@@ -217,3 +217,30 @@ TEST_CASE("with replica acknowledgement, a token is on the replica before it is 
   CHECK(holds == 15);
   CHECK(behind == 0);
 }
+
+TEST_CASE("with replica acknowledgement, the counter itself survives a failover: the next token is counter + 1",
+          "[lock][fencing][failover]") {
+  // The counter is put an hour ahead of the clock, so a token that came
+  // from the new master's clock instead of the replicated counter would be
+  // lower than A's; with acknowledgement, A's increment is on the replica
+  // that Sentinel promotes, and B's token is exactly the next number.
+  dlock::test::sentinel_deployment d;
+  auto cfg = dlock::redis::parse_sentinel_url(d.url());
+  cfg.master.acknowledge = dlock::redis::replica_ack{};
+  dlock::SentinelBackend a_side(cfg), b_side(cfg);
+  using L = Watched<dlock::ownership::Token, dlock::wait::Spin, dlock::SentinelBackend>;
+  L a(a_side, "carried", fenced<dlock::ownership::Token>(), dlock::renewal::Watchdog{scaled(30s)});
+  L b(b_side, "carried", fenced<dlock::ownership::Token>(), dlock::renewal::Watchdog{scaled(30s)});
+  d.node(0).command({"SET", "{carried}:fence", std::to_string(server_micros(d.node(0)) + 3'600'000'000ULL)});
+  auto a_hold = a.acquire();
+  const auto a_token = *a_hold.fencing_token();
+  std::error_code ec;
+  a_hold.release(ec);
+  REQUIRE_FALSE(ec);
+  auto old_port = d.node(0).port();
+  d.node(0).kill();
+  d.wait_for_new_master(old_port);
+  auto b_hold = b.try_acquire_for(scaled(20s), ec);
+  REQUIRE(b_hold);
+  CHECK(*b_hold->fencing_token() == a_token + 1);
+}

@@ -26,16 +26,6 @@ std::string sentinel_url(const std::vector<std::uint16_t>& ports, const std::str
   return out + "#" + name;
 }
 
-template <class F>
-std::error_code construction_error(F&& make) {
-  try {
-    make();
-  } catch (const std::system_error& e) {
-    return e.code();
-  }
-  return {};
-}
-
 // An address source a test moves by hand. `move_quietly` changes the
 // address without telling blocking connections (no new generation), as a
 // failover nobody has announced yet.
@@ -85,26 +75,26 @@ TEST_CASE("the master is found through a dead sentinel and a live one", "[lock][
 TEST_CASE("a master name no sentinel knows, and sentinels nobody can reach, are clear errors", "[lock][sentinel]") {
   dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
   auto started = std::chrono::steady_clock::now();
-  auto ec = construction_error([&] { dlock::SentinelBackend b(sentinel_url(d.sentinels().ports(), "nosuchmaster")); });
+  auto ec = dlock::test::thrown_by([&] { dlock::SentinelBackend b(sentinel_url(d.sentinels().ports(), "nosuchmaster")); });
   CHECK(ec == dlock::error::unknown_master);
-  ec = construction_error(
+  ec = dlock::test::thrown_by(
       [&] { dlock::SentinelBackend b(sentinel_url({dlock::test::free_port(), dlock::test::free_port()}, "m")); });
   CHECK(ec == dlock::error::no_sentinel);
   CHECK(ec == dlock::condition::not_sent);
   // Both answer within the connect timeout, not after a hang.
   CHECK(std::chrono::steady_clock::now() - started < scaled(10s));
-  ec = construction_error([] { dlock::SentinelBackend b("redis-sentinel://127.0.0.1:1"); });
+  ec = dlock::test::thrown_by([] { dlock::SentinelBackend b("redis-sentinel://127.0.0.1:1"); });
   CHECK(ec == dlock::error::invalid_url);
 }
 
 TEST_CASE("sentinels that want a password: auth_failed without it, found with it", "[lock][sentinel]") {
   dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
   d.sentinels().command(0, {"ACL", "SETUSER", "default", "on", ">sentinel-secret"});
-  auto ec = construction_error([&] { dlock::SentinelBackend b(d.url()); });
+  auto ec = dlock::test::thrown_by([&] { dlock::SentinelBackend b(d.url()); });
   CHECK(ec == dlock::error::auth_failed);
   auto cfg = dlock::redis::parse_sentinel_url(d.url());
   cfg.sentinel_password = "wrong";
-  CHECK(construction_error([&] { dlock::SentinelBackend b(cfg); }) == dlock::error::auth_failed);
+  CHECK(dlock::test::thrown_by([&] { dlock::SentinelBackend b(cfg); }) == dlock::error::auth_failed);
   cfg.sentinel_password = "sentinel-secret";
   dlock::SentinelBackend backend(cfg);
   CHECK(backend.master_address()->port == d.node(0).port());
@@ -117,10 +107,10 @@ TEST_CASE("a connection that must reach a master refuses a replica", "[lock][sen
   dlock::test::redis_server replica(o);
   auto cfg = dlock::redis::parse_url(replica.url());
   cfg.require_master = true;
-  CHECK(construction_error([&] { dlock::RedisBackend b(cfg); }) == dlock::error::not_master);
+  CHECK(dlock::test::thrown_by([&] { dlock::RedisBackend b(cfg); }) == dlock::error::not_master);
   cfg = dlock::redis::parse_url(master.url());
   cfg.require_master = true;
-  CHECK_FALSE(construction_error([&] { dlock::RedisBackend b(cfg); }));
+  CHECK_FALSE(dlock::test::thrown_by([&] { dlock::RedisBackend b(cfg); }));
 }
 
 TEST_CASE("a READONLY reply from a demoted master moves the connections to the new one", "[lock][sentinel]") {
