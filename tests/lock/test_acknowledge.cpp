@@ -27,6 +27,8 @@ dlock::redis::sentinel_config acknowledging(const dlock::test::sentinel_deployme
                                             std::chrono::milliseconds timeout = 300ms) {
   auto cfg = dlock::redis::parse_sentinel_url(d.url());
   cfg.master.acknowledge = replica_ack{replicas, scaled(timeout)};
+  // A WAIT must end within the command timeout (a sanitizer's scaled one too).
+  cfg.master.command_timeout = std::max(cfg.master.command_timeout, scaled(timeout) * 3);
   return cfg;
 }
 
