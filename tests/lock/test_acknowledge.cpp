@@ -168,8 +168,8 @@ TEST_CASE("the watchdog's unacknowledged renewals keep no hold: the loss is sign
 
 TEST_CASE("WAIT holds up no other lock's commands: they go on while one waits for replicas", "[lock][acknowledge]") {
   dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
-  const auto wait_timeout = scaled(2s);
-  dlock::SentinelBackend backend(acknowledging(d, replica_ack::all, wait_timeout));
+  const auto wait_timeout = scaled(2s);  // as acknowledging() scales it
+  dlock::SentinelBackend backend(acknowledging(d, replica_ack::all, 2s));
   Token held(backend, "held", {}, dlock::renewal::Watchdog{scaled(20s)});
   std::promise<std::pair<dlock::redis::error_code, Token::hold_type>> got;
   held.async_acquire("holder", [&](dlock::redis::error_code ec, Token::hold_type h) { got.set_value({ec, std::move(h)}); });
