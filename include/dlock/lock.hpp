@@ -468,3 +468,4 @@ class Lock {
 }  // namespace dlock
 
 #include <dlock/impl/lock.ipp>
+#include <dlock/impl/settle.ipp>
