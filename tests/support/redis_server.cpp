@@ -12,11 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -154,19 +157,39 @@ std::string resp_command(const std::vector<std::string>& args) {
   return out;
 }
 
-// Runs a program and returns its stdout; throws if it fails.
-std::string run_capture(const std::vector<std::string>& args) {
+// Runs a program and returns its stdout; throws if it fails, or if it is
+// still running after `limit` (when not zero: then it is killed).
+std::string run_capture(const std::vector<std::string>& args, std::chrono::milliseconds limit = 0ms) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   pid_t pid = spawn_process(args, "", fds[1]);
   ::close(fds[1]);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  bool late = false;
   std::string out;
   char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  for (;;) {
+    if (limit > 0ms) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fds[0], POLLIN, 0};
+      int ready = left > 0ms ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        late = true;
+        ::kill(pid, SIGKILL);
+        break;
+      }
+    }
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
   ::close(fds[0]);
   int status = reap(pid);
+  if (late)
+    throw std::runtime_error("command timed out after " + std::to_string(limit.count()) + " ms: " + args.front() +
+                             " ... " + args.back() + ": " + out);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error("command failed: " + args.front() + " ... " + args.back() + ": " + out);
   while (!out.empty() && out.back() == '\n') out.pop_back();
@@ -234,7 +257,7 @@ void redis_server::spawn() {
   if (opts_.replica_of) args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(opts_.replica_of)});
   if (opts_.cluster)
     args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file", dir_ + "/nodes.conf",
-                             "--cluster-node-timeout", "2000"});
+                             "--cluster-node-timeout", std::to_string(opts_.cluster_node_timeout_ms)});
   args.insert(args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
   pid_ = spawn_process(args, dir_, -1, opts_.environment);
 }
@@ -433,30 +456,407 @@ void sentinel_group::kill(std::size_t i) {
   pids_[i] = -1;
 }
 
-redis_cluster::redis_cluster(int masters, int replicas_per_master) {
-  int total = masters * (1 + replicas_per_master);
-  std::vector<std::string> create = {"redis-cli", "--cluster", "create"};
+// --- redis_cluster ----------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t slot_count = 16384;
+
+// One line of CLUSTER NODES:
+//   <id> <ip:port@bus[,hostname]> <flags> <master id or -> <ping sent> <pong received> <epoch> <link> <slots>...
+struct node_line {
+  std::string id;
+  std::uint16_t port = 0;  // 0 while the address is unknown (noaddr, handshake)
+  std::string flags;       // "myself,master", "slave", "master,fail", "master,fail?", ...
+  std::string master;      // a replica's master's ID, "-" for a master
+  std::string link;        // "connected" or "disconnected"
+  std::vector<std::pair<int, int>> slots;  // ranges served, both ends included
+
+  bool has(const std::string& flag) const { return ("," + flags + ",").find("," + flag + ",") != std::string::npos; }
+  bool serves(int slot) const {
+    return std::any_of(slots.begin(), slots.end(), [&](auto& r) { return r.first <= slot && slot <= r.second; });
+  }
+  std::size_t slots_served() const {
+    std::size_t n = 0;
+    for (auto& r : slots) n += static_cast<std::size_t>(r.second - r.first + 1);
+    return n;
+  }
+};
+
+std::vector<node_line> parse_nodes(const std::string& text) {
+  std::vector<node_line> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    node_line n;
+    std::string addr, ping, pong, epoch;
+    if (!(fields >> n.id >> addr >> n.flags >> n.master >> ping >> pong >> epoch >> n.link)) continue;
+    auto colon = addr.rfind(':', addr.find('@'));
+    if (colon != std::string::npos) n.port = static_cast<std::uint16_t>(std::atoi(addr.c_str() + colon + 1));
+    for (std::string range; fields >> range;) {
+      // "[slot->-id]" (migrating) and "[slot-<-id]" (importing) appear on the
+      // myself line only, and do not change who serves the slot.
+      if (range.empty() || range.front() == '[') continue;
+      auto dash = range.find('-');
+      int first = std::atoi(range.c_str());
+      int last = dash == std::string::npos ? first : std::atoi(range.c_str() + dash + 1);
+      n.slots.emplace_back(first, last);
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+std::vector<node_line> cluster_nodes(const redis_server& node) { return parse_nodes(node.command({"CLUSTER", "NODES"})); }
+
+const node_line* myself_in(const std::vector<node_line>& lines) {
+  for (auto& l : lines)
+    if (l.has("myself")) return &l;
+  return nullptr;
+}
+
+const node_line* owner_in(const std::vector<node_line>& lines, int slot) {
+  for (auto& l : lines)
+    if (l.serves(slot)) return &l;
+  return nullptr;
+}
+
+// The value of `name:` in INFO-style output ("a:b\r\n" lines).
+std::string info_field(const std::string& info, const std::string& name) {
+  auto key = name + ":";
+  for (std::size_t at = 0; at < info.size();) {
+    auto end = info.find('\n', at);
+    if (end == std::string::npos) end = info.size();
+    if (info.compare(at, key.size(), key) == 0) {
+      auto value = info.substr(at + key.size(), end - at - key.size());
+      if (!value.empty() && value.back() == '\r') value.pop_back();
+      return value;
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+std::string describe(std::size_t i, const redis_server& node) {
+  return "node " + std::to_string(i) + " (port " + std::to_string(node.port()) + ")";
+}
+
+// Which node served which slots, in one node's view: "first-last owner" lines, sorted.
+std::string slot_map(const std::vector<node_line>& lines) {
+  std::vector<std::string> ranges;
+  for (auto& l : lines)
+    for (auto& r : l.slots) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%05d-%05d ", r.first, r.second);
+      ranges.push_back(buf + l.id);
+    }
+  std::sort(ranges.begin(), ranges.end());
+  std::string out;
+  for (auto& r : ranges) out += r + "\n";
+  return out;
+}
+
+// The whole layout in one node's view: each node's role, master and slots.
+std::string layout(const std::vector<node_line>& lines) {
+  std::vector<std::string> rows;
+  for (auto& l : lines) {
+    std::string row = l.id + (l.has("master") ? " master " : " replica ") + l.master;
+    for (auto& r : l.slots) row += " " + std::to_string(r.first) + "-" + std::to_string(r.second);
+    rows.push_back(row);
+  }
+  std::sort(rows.begin(), rows.end());
+  std::string out;
+  for (auto& r : rows) out += r + "\n";
+  return out;
+}
+
+// Polls `check` (which answers why the wait is not over yet, or "" when it
+// is; an exception counts as a reason) until it is over or `limit` passes.
+void poll_until(const std::string& what, std::chrono::milliseconds limit, const std::function<std::string()>& check) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    std::string why;
+    try {
+      why = check();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (why.empty()) return;
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw std::runtime_error("redis_cluster: " + what + " took over " + std::to_string(limit.count()) +
+                               " ms; last: " + why);
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+// Why the cluster is not ok yet ("" when it is): see redis_cluster::wait_ok.
+std::string not_ok(const redis_cluster& c, const std::function<std::size_t(const std::string&)>& index_of) {
+  std::string first_map;
+  std::size_t first = c.nodes();
+  for (std::size_t i = 0; i < c.nodes(); ++i) {
+    auto& node = c.node(i);
+    if (!node.running()) continue;
+    auto state = info_field(node.command({"CLUSTER", "INFO"}), "cluster_state");
+    if (state != "ok") return describe(i, node) + " says cluster_state:" + state;
+    auto lines = cluster_nodes(node);
+    std::size_t covered = 0;
+    for (auto& l : lines) {
+      if (l.slots.empty()) continue;
+      auto owner = index_of(l.id);
+      if (owner == c.nodes() || !c.node(owner).running())
+        return describe(i, node) + " says a stopped or unknown node serves slots: " + l.id + " " + l.flags;
+      if (l.has("fail") || l.has("fail?"))
+        return describe(i, node) + " suspects " + describe(owner, c.node(owner)) + ", which serves slots: " + l.flags;
+      covered += l.slots_served();
+    }
+    if (covered != slot_count) return describe(i, node) + " sees " + std::to_string(covered) + " slots served";
+    auto map = slot_map(lines);
+    if (first == c.nodes()) {
+      first = i;
+      first_map = map;
+    } else if (map != first_map) {
+      return describe(first, c.node(first)) + " and " + describe(i, node) + " disagree on the slot map";
+    }
+  }
+  if (first == c.nodes()) return "no node is running";
+  return "";
+}
+
+// Why a new cluster has not settled yet ("" when it has): see the
+// redis_cluster constructor.
+std::string unsettled(const redis_cluster& c, int masters,
+                      const std::function<std::size_t(const std::string&)>& index_of) {
+  std::string first_layout;
+  for (std::size_t i = 0; i < c.nodes(); ++i) {
+    auto& node = c.node(i);
+    auto state = info_field(node.command({"CLUSTER", "INFO"}), "cluster_state");
+    if (state != "ok") return describe(i, node) + " says cluster_state:" + state;
+    auto lines = cluster_nodes(node);
+    if (lines.size() != c.nodes())
+      return describe(i, node) + " knows " + std::to_string(lines.size()) + " of " + std::to_string(c.nodes()) + " nodes";
+    int serving = 0;
+    std::size_t covered = 0;
+    for (auto& l : lines) {
+      if (index_of(l.id) == c.nodes()) return describe(i, node) + " knows a stranger: " + l.id;
+      if (l.has("handshake") || l.has("noaddr") || l.has("fail") || l.has("fail?") || l.link != "connected")
+        return describe(i, node) + " sees node " + std::to_string(l.port) + " as " + l.flags + ", " + l.link;
+      if (l.has("master") && !l.slots.empty()) ++serving;
+      covered += l.slots_served();
+    }
+    if (serving != masters || covered != slot_count)
+      return describe(i, node) + " sees " + std::to_string(serving) + " masters serving " + std::to_string(covered) +
+             " slots";
+    auto view = layout(lines);
+    if (i == 0)
+      first_layout = view;
+    else if (view != first_layout)
+      return describe(0, c.node(0)) + " and " + describe(i, node) + " disagree on the layout";
+    auto me = myself_in(lines);
+    if (me && me->has("slave") &&
+        info_field(node.command({"INFO", "replication"}), "master_link_status") != "up")
+      return describe(i, node) + " has not synced with its master yet";
+  }
+  return "";
+}
+
+}  // namespace
+
+redis_cluster::redis_cluster(int masters, int replicas_per_master)
+    : redis_cluster(cluster_options{.masters = masters, .replicas_per_master = replicas_per_master}) {}
+
+redis_cluster::redis_cluster(cluster_options opts) : opts_(std::move(opts)) {
+  if (opts_.masters < 3 || opts_.replicas_per_master < 0)
+    throw std::invalid_argument("redis_cluster: redis-cli creates clusters of 3 or more masters");
+  int total = opts_.masters * (1 + opts_.replicas_per_master);
+  std::vector<std::string> create = {"redis-cli"};
+  if (!opts_.password.empty()) create.insert(create.end(), {"-a", opts_.password, "--no-auth-warning"});
+  create.insert(create.end(), {"--cluster", "create"});
   for (int i = 0; i < total; ++i) {
     server_options o;
     o.cluster = true;
+    o.cluster_node_timeout_ms = opts_.node_timeout_ms;
+    o.password = opts_.password;
+    // A replica's first sync starts at once, not 5 s later (7.0's default
+    // diskless sync delay, which waits for more replicas to share the RDB).
+    o.extra_args = {"--repl-diskless-sync-delay", "0"};
     nodes_.push_back(std::make_unique<redis_server>(o));
     create.push_back("127.0.0.1:" + std::to_string(nodes_.back()->port()));
   }
-  create.insert(create.end(), {"--cluster-replicas", std::to_string(replicas_per_master), "--cluster-yes"});
-  run_capture(create);
-  auto deadline = std::chrono::steady_clock::now() + 30s;
-  for (auto& n : nodes_) {
-    while (n->command({"CLUSTER", "INFO"}).find("cluster_state:ok") == std::string::npos) {
-      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("cluster did not become ok");
-      std::this_thread::sleep_for(50ms);
-    }
-  }
+  create.insert(create.end(),
+                {"--cluster-replicas", std::to_string(opts_.replicas_per_master), "--cluster-yes"});
+  run_capture(create, 60s);
+  for (auto& n : nodes_) ids_.push_back(n->command({"CLUSTER", "MYID"}));
+  poll_until("settling after creation", 60s,
+             [&] { return unsettled(*this, opts_.masters, [&](const std::string& id) { return index_of(id); }); });
 }
 
 std::vector<std::uint16_t> redis_cluster::ports() const {
   std::vector<std::uint16_t> out;
   for (auto& n : nodes_) out.push_back(n->port());
   return out;
+}
+
+std::string redis_cluster::url() const {
+  std::vector<std::size_t> all(nodes_.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return seed_url(all);
+}
+
+std::string redis_cluster::seed_url(const std::vector<std::size_t>& nodes) const {
+  std::string out = "redis://" + (opts_.password.empty() ? "" : ":" + opts_.password + "@");
+  for (std::size_t k = 0; k < nodes.size(); ++k)
+    out += (k ? "," : "") + std::string("127.0.0.1:") + std::to_string(node(nodes[k]).port());
+  return out;
+}
+
+std::size_t redis_cluster::index_of(const std::string& id) const {
+  for (std::size_t i = 0; i < ids_.size(); ++i)
+    if (ids_[i] == id) return i;
+  return nodes_.size();
+}
+
+std::size_t redis_cluster::first_live() const {
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i]->running()) return i;
+  throw std::runtime_error("redis_cluster: no node is running");
+}
+
+std::size_t redis_cluster::master_of_slot(std::uint16_t slot) const {
+  auto asked = first_live();
+  auto lines = cluster_nodes(node(asked));
+  auto owner = owner_in(lines, slot);
+  if (!owner) throw std::runtime_error("redis_cluster: " + describe(asked, node(asked)) + " knows no owner of slot " +
+                                       std::to_string(slot));
+  auto i = index_of(owner->id);
+  if (i == nodes_.size()) throw std::runtime_error("redis_cluster: slot " + std::to_string(slot) + " is on a stranger");
+  return i;
+}
+
+std::vector<std::size_t> redis_cluster::masters() const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i]->running()) continue;
+    auto role = split_lines(nodes_[i]->command({"ROLE"}));
+    if (!role.empty() && role[0] == "master") out.push_back(i);
+  }
+  return out;
+}
+
+std::size_t redis_cluster::replica_of(std::size_t master) const {
+  auto port = std::to_string(node(master).port());
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (i == master || !nodes_[i]->running()) continue;
+    // A replica's ROLE: slave, master host, master port, link state, offset.
+    auto role = split_lines(nodes_[i]->command({"ROLE"}));
+    if (role.size() >= 3 && role[0] == "slave" && role[2] == port) return i;
+  }
+  throw std::runtime_error("redis_cluster: " + describe(master, node(master)) + " has no live replica");
+}
+
+void redis_cluster::set_slot(std::size_t i, const std::vector<std::string>& args) const {
+  auto reply = node(i).command(args);
+  if (reply != "OK") {
+    std::string cmd;
+    for (auto& a : args) cmd += " " + a;
+    throw std::runtime_error("redis_cluster: " + describe(i, node(i)) + " refused" + cmd + ": " + reply);
+  }
+}
+
+void redis_cluster::begin_migration(std::uint16_t slot, std::size_t from, std::size_t to) {
+  if (from == to) throw std::invalid_argument("redis_cluster: a slot migrates between two nodes");
+  auto s = std::to_string(slot);
+  set_slot(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", node_id(from)});
+  set_slot(from, {"CLUSTER", "SETSLOT", s, "MIGRATING", node_id(to)});
+}
+
+std::size_t redis_cluster::migrate_keys(std::uint16_t slot, std::size_t from, std::size_t to) {
+  auto s = std::to_string(slot);
+  std::size_t moved = 0;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    auto keys = split_lines(node(from).command({"CLUSTER", "GETKEYSINSLOT", s, "100"}));
+    if (keys.empty()) return moved;
+    std::vector<std::string> migrate = {"MIGRATE", "127.0.0.1", std::to_string(node(to).port()), "", "0", "5000"};
+    if (!opts_.password.empty()) migrate.insert(migrate.end(), {"AUTH", opts_.password});
+    migrate.push_back("KEYS");
+    migrate.insert(migrate.end(), keys.begin(), keys.end());
+    auto reply = node(from).command(migrate);
+    if (reply == "OK")
+      moved += keys.size();
+    else if (reply != "NOKEY")  // they expired meanwhile
+      throw std::runtime_error("redis_cluster: MIGRATE from " + describe(from, node(from)) + " to " +
+                               describe(to, node(to)) + ": " + reply);
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("redis_cluster: slot " + s + " still holds keys after 60 s of MIGRATE");
+  }
+}
+
+bool redis_cluster::migrate_key(const std::string& key, std::size_t from, std::size_t to) {
+  std::vector<std::string> migrate = {"MIGRATE", "127.0.0.1", std::to_string(node(to).port()), key, "0", "5000"};
+  if (!opts_.password.empty()) migrate.insert(migrate.end(), {"AUTH", opts_.password});
+  auto reply = node(from).command(migrate);
+  if (reply == "OK") return true;
+  if (reply == "NOKEY") return false;
+  throw std::runtime_error("redis_cluster: MIGRATE " + key + " from " + describe(from, node(from)) + " to " +
+                           describe(to, node(to)) + ": " + reply);
+}
+
+void redis_cluster::finish_migration(std::uint16_t slot, std::size_t to, std::chrono::milliseconds limit) {
+  auto s = std::to_string(slot);
+  auto owner = owner_in(cluster_nodes(node(to)), slot);
+  std::size_t old = owner ? index_of(owner->id) : nodes_.size();
+  std::vector<std::string> assign = {"CLUSTER", "SETSLOT", s, "NODE", node_id(to)};
+  set_slot(to, assign);  // first, so that the slot is never without a node that serves it
+  if (old < nodes_.size() && old != to && node(old).running()) set_slot(old, assign);
+  for (auto m : masters())
+    if (m != to && m != old) set_slot(m, assign);
+  poll_until("giving slot " + s + " to " + describe(to, node(to)), limit, [&]() -> std::string {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (!nodes_[i]->running()) continue;
+      auto lines = cluster_nodes(*nodes_[i]);
+      auto at = owner_in(lines, slot);
+      if (!at || at->id != node_id(to)) return describe(i, *nodes_[i]) + " says " + (at ? at->id : "nobody");
+    }
+    return "";
+  });
+}
+
+void redis_cluster::move_slot(std::uint16_t slot, std::size_t from, std::size_t to) {
+  begin_migration(slot, from, to);
+  migrate_keys(slot, from, to);
+  finish_migration(slot, to);
+}
+
+std::size_t redis_cluster::kill_master_and_wait(std::size_t master, std::chrono::milliseconds limit) {
+  auto start = std::chrono::steady_clock::now();
+  auto& dying = node(master);
+  if (!dying.running()) throw std::invalid_argument("redis_cluster: " + describe(master, dying) + " is not running");
+  auto lines = cluster_nodes(dying);
+  auto me = myself_in(lines);
+  if (!me || !me->has("master") || me->slots.empty())
+    throw std::invalid_argument("redis_cluster: " + describe(master, dying) + " is not a master serving slots");
+  auto slot = static_cast<std::uint16_t>(me->slots.front().first);
+  replica_of(master);  // throws when there is none to take over
+  dying.kill();
+  // Once every live node serves the slot map from live nodes, the dead
+  // master's slots are on one of its replicas.
+  auto left = limit - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  poll_until("failing over " + describe(master, dying), std::max(left, 0ms),
+             [&] { return not_ok(*this, [&](const std::string& id) { return index_of(id); }); });
+  return master_of_slot(slot);
+}
+
+void redis_cluster::wait_ok(std::chrono::milliseconds limit) const {
+  poll_until("getting to cluster_state:ok", limit,
+             [&] { return not_ok(*this, [&](const std::string& id) { return index_of(id); }); });
 }
 
 long long command_calls(const redis_server& server, const std::string& command) {

@@ -23,6 +23,7 @@ struct server_options {
   std::vector<std::string> extra_args;  ///< appended to the command line
   std::uint16_t replica_of = 0;         ///< start as a replica of 127.0.0.1:<port>
   bool cluster = false;                 ///< --cluster-enabled yes (port and port+10000 free)
+  int cluster_node_timeout_ms = 2000;   ///< --cluster-node-timeout, when `cluster`
   std::vector<std::string> environment{};  ///< "NAME=value" added to the server's environment
 };
 
@@ -54,6 +55,8 @@ class redis_server {
 
   /// Runs one command through redis-cli (arguments as argv, no shell) and
   /// returns its output without the trailing newline; throws on failure.
+  /// An error reply is output too, not a failure (redis-cli prints it and
+  /// exits 0): "MOVED 12182 127.0.0.1:<port>", "ERR unknown command ...".
   std::string command(const std::vector<std::string>& args) const;
   /// The last lines of the server's log, for failure messages.
   std::string log_tail(std::size_t lines = 20) const;
@@ -101,16 +104,124 @@ class sentinel_group {
   std::vector<std::string> dirs_;
 };
 
-/// A Redis Cluster of `masters` masters (and replicas), created with
-/// `redis-cli --cluster create`, ready when every node says cluster_state:ok.
+/// How a redis_cluster is laid out.
+struct cluster_options {
+  int masters = 3;              ///< masters (3 or more: redis-cli refuses fewer), sharing the slots evenly
+  int replicas_per_master = 0;  ///< replicas of each master
+  /// --cluster-node-timeout: how long a node must be unreachable before it
+  /// is suspected (PFAIL); a failover takes about 2 s more than that.
+  int node_timeout_ms = 2000;
+  std::string password{};  ///< requirepass and masterauth on every node, when not empty
+};
+
+/// A Redis Cluster on 127.0.0.1, created with `redis-cli --cluster create`.
+/// The constructor returns once the cluster has settled: every node says
+/// cluster_state:ok, knows every other node (connected, none suspected), and
+/// agrees on the whole layout (which node serves which slots, which node
+/// replicates which master), and every replica is synced
+/// (master_link_status:up). Nodes are numbered in creation order, and keep
+/// their number (and port, and node ID) when they are killed or restarted;
+/// which are masters and which replicas is up to redis-cli (and later
+/// failovers): ask masters() and replica_of(). Nodes run with
+/// --repl-diskless-sync-delay 0, so that a replica's first sync starts at
+/// once rather than 5 s later (7.0's default).
+///
+/// Questions about the cluster (master_of_slot, masters, replica_of) are
+/// asked of live nodes, through redis-cli (see redis_server::command): a
+/// node that is paused (redis_server::pause) makes them hang. The errors
+/// redis-cli prints for a redirection come back as command output, not as an
+/// exception: "MOVED 12182 127.0.0.1:<port>", "ASK 12182 127.0.0.1:<port>".
+///
+///   dlock::test::redis_cluster cluster({.masters = 3, .replicas_per_master = 1});
+///   auto slot = static_cast<std::uint16_t>(std::stoi(cluster.node(0).command({"CLUSTER", "KEYSLOT", "k"})));
+///   auto owner = cluster.master_of_slot(slot);
+///   cluster.move_slot(slot, owner, other);        // or begin_migration ... finish_migration
+///   auto promoted = cluster.kill_master_and_wait(other);
 class redis_cluster {
  public:
+  explicit redis_cluster(cluster_options opts);
   explicit redis_cluster(int masters = 3, int replicas_per_master = 0);
+
+  /// How many nodes the cluster was created with (live or not).
+  std::size_t nodes() const { return nodes_.size(); }
   std::vector<std::uint16_t> ports() const;
   redis_server& node(std::size_t i) { return *nodes_.at(i); }
+  const redis_server& node(std::size_t i) const { return *nodes_.at(i); }
+  /// Node `i`'s cluster node ID (CLUSTER MYID, read when the cluster was
+  /// created: it survives a kill and a restart).
+  std::string node_id(std::size_t i) const { return ids_.at(i); }
+
+  /// "redis://127.0.0.1:<p1>,127.0.0.1:<p2>,..." listing every node, live or
+  /// not, in node order; "redis://:<password>@127.0.0.1:<p1>,..." with a password.
+  std::string url() const;
+  /// The same for the nodes listed, in the order given (a client's seed list).
+  std::string seed_url(const std::vector<std::size_t>& nodes) const;
+
+  /// The node that serves `slot` now, as the first live node's CLUSTER NODES
+  /// tells it (mid-migration, still the node it is migrating from). Throws
+  /// when that node knows no owner, or the owner is not one of ours.
+  std::size_t master_of_slot(std::uint16_t slot) const;
+  /// The live nodes that are masters by their own account (whether or not
+  /// they serve slots), in node order.
+  std::vector<std::size_t> masters() const;
+  /// A live node that is, by its own account, a replica of node `master`
+  /// (the first, in node order); throws when there is none.
+  std::size_t replica_of(std::size_t master) const;
+
+  // --- Slot migration, the steps `redis-cli --cluster reshard` takes, one
+  // at a time so a test can stop between them. Each throws (with the
+  // server's reply) when a node refuses.
+
+  /// Marks `slot` importing from `from` on `to`, then migrating to `to` on
+  /// `from`. From here `from` answers ASK for keys of the slot it no longer
+  /// holds (and for new keys), and `to` serves them only after ASKING.
+  void begin_migration(std::uint16_t slot, std::size_t from, std::size_t to);
+  /// Moves every key of `slot` from `from` to `to` (CLUSTER GETKEYSINSLOT,
+  /// then MIGRATE ... KEYS, in batches, until `from` holds none); returns
+  /// how many moved. Keys must not hold a newline (redis-cli lists them one
+  /// a line); a key that `to` already holds is an error (no REPLACE).
+  std::size_t migrate_keys(std::uint16_t slot, std::size_t from, std::size_t to);
+  /// Moves one key from `from` to `to` (MIGRATE); false when `from` does not
+  /// hold it. Mid-migration, `from` then answers ASK for it.
+  bool migrate_key(const std::string& key, std::size_t from, std::size_t to);
+  /// Gives `slot` to `to`: CLUSTER SETSLOT <slot> NODE <to> on `to`, then on
+  /// the slot's old owner (which refuses while it still holds keys of the
+  /// slot), then on every other live master, as redis-cli does; then waits
+  /// (up to `limit`) until every live node, replicas too, says `to` serves it.
+  void finish_migration(std::uint16_t slot, std::size_t to,
+                        std::chrono::milliseconds limit = std::chrono::seconds(20));
+  /// begin_migration, migrate_keys and finish_migration.
+  void move_slot(std::uint16_t slot, std::size_t from, std::size_t to);
+
+  // --- Failover.
+
+  /// Kills node `master` (SIGKILL: redis_server::kill) and waits, up to
+  /// `limit`, until one of its replicas has been promoted: it serves the
+  /// dead master's slots by every live node's account, and wait_ok() holds.
+  /// Returns the promoted node. Throws std::invalid_argument, killing
+  /// nothing, when `master` is not a running master serving slots or has no
+  /// live replica (no failover could follow); std::runtime_error when
+  /// `limit` passes.
+  /// With the default node timeout (2000 ms) a failover takes about 4 s on
+  /// an idle machine: the other nodes suspect the master (PFAIL) after about
+  /// 2.4 s, agree it has failed (FAIL) at about 3 s, and its replica waits
+  /// 0.5 to 1 s more before it is elected. From FAIL to the election every
+  /// node says cluster_state:fail and serves no slot at all (full coverage
+  /// is required), not only the dead master's.
+  std::size_t kill_master_and_wait(std::size_t master, std::chrono::milliseconds limit = std::chrono::seconds(30));
+  /// Waits, up to `limit`, until every live node says cluster_state:ok and
+  /// they all agree which node serves each of the 16384 slots, each a live
+  /// node that none of them has marked as failing; throws if `limit` passes.
+  void wait_ok(std::chrono::milliseconds limit = std::chrono::seconds(30)) const;
 
  private:
+  cluster_options opts_;
   std::vector<std::unique_ptr<redis_server>> nodes_;
+  std::vector<std::string> ids_;
+
+  std::size_t index_of(const std::string& id) const;  // nodes() when not ours
+  std::size_t first_live() const;
+  void set_slot(std::size_t i, const std::vector<std::string>& args) const;
 };
 
 }  // namespace dlock::test

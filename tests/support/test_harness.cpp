@@ -505,3 +505,211 @@ TEST_CASE("a port is handed out once per process, so servers started side by sid
   for (auto& f : started) ports.insert(f.get());
   CHECK(ports.size() == 6);
 }
+
+// --- redis_cluster: layout, slot owners, migration and failover -------------
+
+namespace {
+
+using dlock::test::redis_cluster;
+
+std::uint16_t slot_of(redis_cluster& cluster, const std::string& key) {
+  auto asked = cluster.masters().front();
+  return static_cast<std::uint16_t>(std::stoi(cluster.node(asked).command({"CLUSTER", "KEYSLOT", key})));
+}
+
+// What redis-cli prints for a redirection: "MOVED 12182 127.0.0.1:<port>".
+std::string redirect(const std::string& kind, std::uint16_t slot, const redis_server& to) {
+  return kind + " " + std::to_string(slot) + " 127.0.0.1:" + std::to_string(to.port());
+}
+
+std::size_t another_master(redis_cluster& cluster, std::size_t master) {
+  for (auto m : cluster.masters())
+    if (m != master) return m;
+  throw std::runtime_error("no other master");
+}
+
+long long seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("a cluster with replicas comes up synced, every node agreeing on the layout", "[harness][cluster]") {
+  auto start = std::chrono::steady_clock::now();
+  redis_cluster cluster({.masters = 3, .replicas_per_master = 1});
+  CHECK(seconds_since(start) < 60);  // the constructor's own limit
+  REQUIRE(cluster.nodes() == 6);
+
+  auto ports = cluster.ports();
+  std::string listed = "redis://";
+  for (std::size_t i = 0; i < ports.size(); ++i) listed += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports[i]);
+  CHECK(cluster.url() == listed);
+  CHECK(std::set<std::uint16_t>(ports.begin(), ports.end()).size() == 6);
+  CHECK(std::find(ports.begin(), ports.end(), 6379) == ports.end());
+  CHECK(cluster.seed_url({2, 0}) ==
+        "redis://127.0.0.1:" + std::to_string(ports[2]) + ",127.0.0.1:" + std::to_string(ports[0]));
+
+  auto masters = cluster.masters();
+  REQUIRE(masters.size() == 3);
+  std::set<std::size_t> replicas;
+  for (auto m : masters) {
+    auto r = cluster.replica_of(m);
+    CHECK(std::find(masters.begin(), masters.end(), r) == masters.end());
+    replicas.insert(r);
+    auto info = cluster.node(r).command({"INFO", "replication"});  // synced before the constructor returned
+    CHECK(info.find("master_link_status:up") != std::string::npos);
+    CHECK(info.find("master_port:" + std::to_string(cluster.node(m).port())) != std::string::npos);
+  }
+  CHECK(replicas.size() == 3);
+
+  for (std::size_t i = 0; i < cluster.nodes(); ++i) {
+    INFO("node " << i);
+    CHECK(cluster.node_id(i) == cluster.node(i).command({"CLUSTER", "MYID"}));
+    auto info = cluster.node(i).command({"CLUSTER", "INFO"});
+    CHECK(info.find("cluster_state:ok") != std::string::npos);
+    CHECK(info.find("cluster_slots_assigned:16384") != std::string::npos);
+    CHECK(info.find("cluster_known_nodes:6") != std::string::npos);
+    CHECK(info.find("cluster_size:3") != std::string::npos);
+    auto shards = cluster.node(i).command({"CLUSTER", "SHARDS"});  // every node, with its role
+    for (std::size_t j = 0; j < cluster.nodes(); ++j) CHECK(shards.find(cluster.node_id(j)) != std::string::npos);
+  }
+}
+
+TEST_CASE("a cluster with a password puts it in its URLs and migrates with AUTH", "[harness][cluster]") {
+  redis_cluster cluster({.password = "s3cret"});
+  auto ports = cluster.ports();
+  CHECK(cluster.url() == "redis://:s3cret@127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" +
+                             std::to_string(ports[1]) + ",127.0.0.1:" + std::to_string(ports[2]));
+  CHECK(cluster.seed_url({1}) == "redis://:s3cret@127.0.0.1:" + std::to_string(ports[1]));
+
+  auto slot = slot_of(cluster, "{pw}");
+  auto from = cluster.master_of_slot(slot);
+  auto to = another_master(cluster, from);
+  for (int i = 0; i < 3; ++i) REQUIRE(cluster.node(from).command({"SET", "{pw}" + std::to_string(i), "v"}) == "OK");
+  cluster.move_slot(slot, from, to);
+  CHECK(cluster.master_of_slot(slot) == to);
+  CHECK(cluster.node(to).command({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}) == "3");
+  CHECK(cluster.node(to).command({"GET", "{pw}2"}) == "v");
+}
+
+TEST_CASE("master_of_slot names the node that takes a key without MOVED", "[harness][cluster]") {
+  redis_cluster cluster(3);
+  auto masters = cluster.masters();
+  REQUIRE(masters.size() == 3);
+  std::set<std::size_t> owners;
+  for (int i = 0; i < 30; ++i) {
+    std::string key = "key:" + std::to_string(i);
+    INFO(key);
+    auto slot = static_cast<std::uint16_t>(std::stoi(cluster.node(masters[0]).command({"CLUSTER", "KEYSLOT", key})));
+    auto owner = cluster.master_of_slot(slot);
+    owners.insert(owner);
+    CHECK(cluster.node(owner).command({"SET", key, "v"}) == "OK");  // redis-cli without -c: no redirection followed
+    for (auto m : masters)
+      if (m != owner) CHECK(cluster.node(m).command({"SET", key, "w"}) == redirect("MOVED", slot, cluster.node(owner)));
+  }
+  CHECK(owners.size() == 3);
+  CHECK(cluster.master_of_slot(0) != cluster.master_of_slot(16383));
+}
+
+TEST_CASE("a migrated slot takes its keys along, and its old owner answers MOVED", "[harness][cluster]") {
+  redis_cluster cluster({.masters = 3, .replicas_per_master = 1});
+  auto slot = slot_of(cluster, "{mig}");
+  auto s = std::to_string(slot);
+  auto from = cluster.master_of_slot(slot);
+  auto to = another_master(cluster, from);
+  for (int i = 0; i < 25; ++i)
+    REQUIRE(cluster.node(from).command({"SET", "{mig}" + std::to_string(i), "v" + std::to_string(i)}) == "OK");
+
+  auto start = std::chrono::steady_clock::now();
+  cluster.begin_migration(slot, from, to);
+  CHECK(cluster.migrate_keys(slot, from, to) == 25);
+  CHECK(cluster.node(from).command({"CLUSTER", "COUNTKEYSINSLOT", s}) == "0");
+  CHECK(cluster.node(to).command({"CLUSTER", "COUNTKEYSINSLOT", s}) == "25");
+  cluster.finish_migration(slot, to);  // waits for every node, replicas too
+  CHECK(seconds_since(start) < 20);
+
+  CHECK(cluster.master_of_slot(slot) == to);
+  for (int i = 0; i < 25; ++i) CHECK(cluster.node(to).command({"GET", "{mig}" + std::to_string(i)}) == "v" + std::to_string(i));
+  CHECK(cluster.node(from).command({"GET", "{mig}0"}) == redirect("MOVED", slot, cluster.node(to)));
+  CHECK(cluster.node(cluster.replica_of(to)).command({"GET", "{mig}0"}) == redirect("MOVED", slot, cluster.node(to)));
+  for (std::size_t i = 0; i < cluster.nodes(); ++i)  // no node is left importing or migrating it
+    CHECK(cluster.node(i).command({"CLUSTER", "NODES"}).find("[" + s + "-") == std::string::npos);
+
+  // And back again in one step; an empty slot moves too.
+  cluster.move_slot(slot, to, from);
+  CHECK(cluster.master_of_slot(slot) == from);
+  CHECK(cluster.node(from).command({"GET", "{mig}24"}) == "v24");
+  auto empty = slot_of(cluster, "{nothing here}");
+  auto owner = cluster.master_of_slot(empty);
+  cluster.move_slot(empty, owner, another_master(cluster, owner));
+  CHECK(cluster.master_of_slot(empty) == another_master(cluster, owner));
+  cluster.wait_ok(5s);
+}
+
+TEST_CASE("mid-migration the old owner answers ASK for keys it no longer holds", "[harness][cluster]") {
+  redis_cluster cluster(3);
+  auto slot = slot_of(cluster, "{ask}");
+  auto s = std::to_string(slot);
+  auto from = cluster.master_of_slot(slot);
+  auto to = another_master(cluster, from);
+  REQUIRE(cluster.node(from).command({"SET", "{ask}moved", "1"}) == "OK");
+  REQUIRE(cluster.node(from).command({"SET", "{ask}stays", "2"}) == "OK");
+
+  cluster.begin_migration(slot, from, to);
+  CHECK(cluster.node(from).command({"CLUSTER", "NODES"}).find("[" + s + "->-" + cluster.node_id(to) + "]") !=
+        std::string::npos);
+  CHECK(cluster.node(to).command({"CLUSTER", "NODES"}).find("[" + s + "-<-" + cluster.node_id(from) + "]") !=
+        std::string::npos);
+  CHECK(cluster.migrate_key("{ask}moved", from, to));
+  CHECK_FALSE(cluster.migrate_key("{ask}missing", from, to));
+
+  auto ask = redirect("ASK", slot, cluster.node(to));
+  CHECK(cluster.node(from).command({"GET", "{ask}moved"}) == ask);
+  CHECK(cluster.node(from).command({"GET", "{ask}missing"}) == ask);
+  CHECK(cluster.node(from).command({"SET", "{ask}new", "3"}) == ask);  // a new key goes to the importing node
+  CHECK(cluster.node(from).command({"GET", "{ask}stays"}) == "2");     // a key not moved yet is served
+  CHECK(cluster.master_of_slot(slot) == from);                        // still, until finish_migration
+  // The importing node redirects back, unless the client says ASKING first.
+  CHECK(cluster.node(to).command({"GET", "{ask}moved"}) == redirect("MOVED", slot, cluster.node(from)));
+  {
+    raw_client c(cluster.node(to).port());
+    c.send(resp({"ASKING"}) + resp({"GET", "{ask}moved"}));
+    CHECK(c.read_bytes(5 + 7) == "+OK\r\n$1\r\n1\r\n");
+  }
+
+  CHECK(cluster.migrate_keys(slot, from, to) == 1);
+  cluster.finish_migration(slot, to);
+  CHECK(cluster.node(to).command({"GET", "{ask}stays"}) == "2");
+  CHECK(cluster.node(from).command({"GET", "{ask}moved"}) == redirect("MOVED", slot, cluster.node(to)));
+}
+
+TEST_CASE("killing a master promotes its replica, with the writes it acknowledged", "[harness][cluster]") {
+  redis_cluster cluster({.masters = 3, .replicas_per_master = 1});
+  std::string key = "{failover}k";
+  auto slot = slot_of(cluster, key);
+  auto master = cluster.master_of_slot(slot);
+  auto replica = cluster.replica_of(master);
+  REQUIRE(cluster.node(master).command({"SET", key, "before"}) == "OK");
+  REQUIRE(cluster.node(master).command({"WAIT", "1", "5000"}) == "1");  // on the replica too
+  CHECK_THROWS_AS(cluster.kill_master_and_wait(replica), std::invalid_argument);  // not a master: nothing killed
+  REQUIRE(cluster.node(replica).running());
+
+  auto start = std::chrono::steady_clock::now();
+  auto promoted = cluster.kill_master_and_wait(master, 30s);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  CHECK(took.count() < 30000);  // -s prints how long it took
+  CHECK(promoted == replica);
+  CHECK_FALSE(cluster.node(master).running());
+
+  auto masters = cluster.masters();
+  CHECK(masters.size() == 3);
+  CHECK(std::find(masters.begin(), masters.end(), promoted) != masters.end());
+  CHECK(std::find(masters.begin(), masters.end(), master) == masters.end());
+  CHECK(cluster.master_of_slot(slot) == promoted);
+  CHECK(cluster.node(promoted).command({"GET", key}) == "before");
+  CHECK(cluster.node(promoted).command({"SET", key, "after"}) == "OK");
+  for (auto m : masters)
+    if (m != promoted) CHECK(cluster.node(m).command({"GET", key}) == redirect("MOVED", slot, cluster.node(promoted)));
+  cluster.wait_ok(5s);
+  CHECK(cluster.url().find("127.0.0.1:" + std::to_string(cluster.node(master).port())) != std::string::npos);
+}
