@@ -47,6 +47,11 @@ class category final : public std::error_category {
       case error::no_sentinel: return "no sentinel could be reached";
       case error::not_acknowledged:
         return "fewer replicas than required acknowledged the lock's write in time (the write was given back)";
+      case error::cross_slot: return "the call's keys lie in different Redis Cluster slots (nothing was sent)";
+      case error::cluster_down:
+        return "the Redis Cluster cannot serve the key's slot now (CLUSTERDOWN, no slot map, or redirections "
+               "that did not settle); the command did not run";
+      case error::slot_moved: return "the cluster node does not serve the key's slot (MOVED or ASK)";
     }
     return "unknown dlock error";
   }
@@ -73,7 +78,8 @@ class condition_category_impl final : public std::error_category {
         return e == error::connection_refused || e == error::resolve_failed || e == error::connect_timeout ||
                e == error::auth_failed || e == error::select_failed || e == error::command_timeout ||
                e == error::not_connected || e == error::shutting_down || e == error::not_master ||
-               e == error::unknown_master || e == error::no_sentinel;
+               e == error::unknown_master || e == error::no_sentinel || e == error::cross_slot ||
+               e == error::cluster_down || e == error::slot_moved;
       case condition::may_have_run: return e == error::outcome_unknown || e == error::unexpected_reply;
       case condition::lock_lost: return e == error::lease_lost;
     }

@@ -105,6 +105,20 @@ enum class error {
   /// held); the master may be fine, but a failover now could lose a hold,
   /// so none was granted.
   not_acknowledged,
+
+  // --- Redis Cluster ---------------------------------------------------------
+  /// A call's keys lie in different cluster slots, which no cluster node
+  /// runs: a programming error, caught before anything is sent (the
+  /// blocking forms' exception names the keys and their slots).
+  cross_slot,
+  /// The cluster cannot serve the key's slot now: a node answered
+  /// CLUSTERDOWN, no node could say where the slot is, or redirections did
+  /// not settle within the redirect limit. The command did not run.
+  cluster_down,
+  /// The node reached does not serve the key's slot (a MOVED or ASK reply,
+  /// say to SSUBSCRIBE). ClusterBackend follows these itself; only code
+  /// that talks to one node directly sees this. The command did not run.
+  slot_moved,
 };
 
 /// Questions a caller asks of any error, instead of listing codes:

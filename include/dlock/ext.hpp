@@ -8,6 +8,7 @@
 #include <dlock/detail/commands.hpp>
 #include <dlock/detail/fencing.hpp>
 #include <dlock/detail/hold_record.hpp>
+#include <dlock/detail/publishing.hpp>
 #include <dlock/detail/release_memory.hpp>
 #include <dlock/detail/sleep.hpp>
 #include <dlock/keepers.hpp>
@@ -52,6 +53,11 @@ using detail::fence_arg;  // a fencing setting as a script argument: its idle ms
 using detail::fence_key;  // the counter's key, in the lock's slot
 using detail::fence_lua;  // Lua defining next_fence(key, idle_ms), to prepend to a script
 using detail::fence_of;   // a token in a reply: a positive integer, else nullopt
+
+// Publishing from a script the way the backend's waiters listen.
+using detail::publish_verb;     // "SPUBLISH" on sharded pub/sub, else "PUBLISH"
+using detail::release_channel;  // O's channel on B, in the lock's slot on sharded pub/sub
+using detail::sharded_pubsub;   // whether backend B listens on shard channels
 
 // Reading replies strictly.
 using detail::cannot_resolve;     // for an ownership that cannot tell whether a lost try won

@@ -33,12 +33,16 @@ T value_or_throw(std::pair<std::error_code, T> r, const char* what) {
   throw std::system_error(r.first, what);
 }
 
+}  // namespace
+
+namespace redis::detail {
+
 // Replica acknowledgement settings that cannot work say so before
 // anything connects.
-void check_acknowledge(const redis::config& cfg) {
+void check_acknowledge(const config& cfg) {
   if (!cfg.acknowledge) return;
   const auto& ack = *cfg.acknowledge;
-  if (ack.replicas != redis::replica_ack::all && ack.replicas < 1)
+  if (ack.replicas != replica_ack::all && ack.replicas < 1)
     throw std::system_error(make_error_code(error::invalid_argument),
                             "replica acknowledgement: replicas must be at least 1, or replica_ack::all");
   if (ack.timeout <= std::chrono::milliseconds::zero() || ack.timeout >= cfg.command_timeout)
@@ -47,12 +51,12 @@ void check_acknowledge(const redis::config& cfg) {
                             "command timeout");
 }
 
-}  // namespace
+}  // namespace redis::detail
 
 RedisBackend::RedisBackend(std::string_view url) : RedisBackend(redis::parse_url(url)) {}
 
 RedisBackend::RedisBackend(redis::config cfg) {
-  check_acknowledge(cfg);
+  redis::detail::check_acknowledge(cfg);
   commands_ = std::make_unique<redis::connection>(core_.get_executor(), cfg);
   subscriber_ = std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg));
   core_.start_thread();
@@ -69,7 +73,7 @@ RedisBackend::RedisBackend(redis::config cfg) {
 }
 
 RedisBackend::RedisBackend(executor_type ex, redis::config cfg)
-    : core_((check_acknowledge(cfg), std::move(ex))),
+    : core_((redis::detail::check_acknowledge(cfg), std::move(ex))),
       commands_(std::make_unique<redis::connection>(core_.get_executor(), cfg)),
       subscriber_(std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg))) {
   commands_->start();
@@ -79,14 +83,16 @@ RedisBackend::RedisBackend(executor_type ex, redis::config cfg)
 RedisBackend::RedisBackend(executor_type ex, std::string_view url)
     : RedisBackend(std::move(ex), redis::parse_url(url)) {}
 
-RedisBackend::~RedisBackend() {
-  core_.clear_services();  // they use the connections
+void RedisBackend::stop() {
   if (commands_) commands_->stop();
   if (subscriber_) subscriber_->stop();
-  {
-    std::lock_guard g(lanes_mutex_);
-    for (auto& l : lanes_) l.conn->stop();
-  }
+  std::lock_guard g(lanes_mutex_);
+  for (auto& l : lanes_) l.conn->stop();
+}
+
+RedisBackend::~RedisBackend() {
+  core_.clear_services();  // they use the connections
+  stop();
   if (core_.owns_thread()) {
     // The connections' loops end once stopped; give them a moment to fail
     // their queues cleanly, then stop the thread whatever remains.
@@ -157,9 +163,8 @@ void RedisBackend::check_not_io_thread() const {
 
 namespace {
 
-// This thread's innermost blocking_scope: its backend and its connection.
-thread_local const RedisBackend* scope_owner = nullptr;
-thread_local redis::blocking_connection* scope_conn = nullptr;
+// This thread's innermost blocking_scope (each links to the one before).
+thread_local const RedisBackend::blocking_scope* innermost_scope = nullptr;
 
 }  // namespace
 
@@ -191,19 +196,19 @@ void RedisBackend::give_back(std::unique_ptr<redis::blocking_connection> c) {
 }
 
 RedisBackend::blocking_scope::blocking_scope(RedisBackend& backend)
-    : backend_(backend), conn_(backend.take_blocking()), outer_owner_(scope_owner), outer_conn_(scope_conn) {
-  scope_owner = &backend_;
-  scope_conn = conn_.get();
+    : backend_(backend), conn_(backend.take_blocking()), outer_(innermost_scope) {
+  innermost_scope = this;
 }
 
 RedisBackend::blocking_scope::~blocking_scope() {
-  scope_owner = outer_owner_;
-  scope_conn = outer_conn_;
+  innermost_scope = outer_;
   backend_.give_back(std::move(conn_));
 }
 
 redis::blocking_connection* RedisBackend::blocking_here() const noexcept {
-  return scope_owner == this ? scope_conn : nullptr;
+  for (auto* s = innermost_scope; s; s = s->outer_)
+    if (&s->backend_ == this) return s->conn_.get();
+  return nullptr;
 }
 
 namespace {

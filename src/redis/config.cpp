@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include <dlock/error.hpp>
+#include <dlock/redis/cluster.hpp>
 #include <dlock/redis/sentinel.hpp>
 
 namespace dlock::redis {
@@ -282,6 +283,62 @@ std::string sentinel_config::describe() const {
   for (std::size_t i = 0; i < sentinels.size(); ++i) out += (i ? "," : "") + sentinels[i].describe();
   if (master.database != 0) out += "/" + std::to_string(master.database);
   return out + "#" + master_name;
+}
+
+cluster_config parse_cluster_url(std::string_view url, std::error_code& ec, std::string* why) {
+  ec.clear();
+  cluster_config out;
+  try {
+    constexpr std::string_view scheme = "redis://";
+    if (url.substr(0, scheme.size()) != scheme) {
+      if (url.find("://") == npos) throw url_error{"no scheme (expected redis://)"};
+      throw url_error{"unknown scheme \"" + std::string(url.substr(0, url.find("://"))) +
+                      "\" (a cluster's URL is redis://host:port,host:port,...)"};
+    }
+    auto rest = url.substr(scheme.size());
+    // The user info runs to the last '@' (see userinfo_end), and is shared
+    // by every node.
+    auto at = rest.rfind('@');
+    if (at != npos) {
+      take_credentials(rest.substr(0, at), out.node);
+      rest = rest.substr(at + 1);
+    }
+    if (auto q = rest.find_first_of("?#"); q != npos)
+      throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
+    if (auto slash = rest.find('/'); slash != npos) {
+      auto path = rest.substr(slash + 1);
+      if (path.find('/') != npos) throw url_error{"path \"/" + std::string(path) + "\" is not a database number"};
+      if (!path.empty() && parse_db(path) != 0)
+        throw url_error{"database " + std::string(path) + ": a Redis Cluster has only database 0"};
+      rest = rest.substr(0, slash);
+    }
+    if (rest.empty()) throw url_error{"no seed node"};
+    for (std::size_t start = 0;;) {
+      auto comma = rest.find(',', start);
+      auto one = rest.substr(start, comma == npos ? npos : comma - start);
+      if (one.empty()) throw url_error{"an empty node address in the list \"" + std::string(rest) + "\""};
+      config node;
+      parse_tcp(one, node);
+      out.seeds.push_back(address::of(node));
+      if (comma == npos) break;
+      start = comma + 1;
+    }
+  } catch (const url_error& e) {
+    ec = make_error_code(error::invalid_url);
+    if (why) *why = "invalid Redis Cluster URL \"" + masked(url) + "\": " + e.why;
+    return {};
+  }
+  return out;
+}
+
+cluster_config parse_cluster_url(std::string_view url) {
+  return or_throw<cluster_config>(url, [](auto u, auto& ec, auto* why) { return parse_cluster_url(u, ec, why); });
+}
+
+std::string cluster_config::describe() const {
+  std::string out = "redis://" + masked_credentials(node);
+  for (std::size_t i = 0; i < seeds.size(); ++i) out += (i ? "," : "") + seeds[i].describe();
+  return out;
 }
 
 config parse_url(std::string_view url) {

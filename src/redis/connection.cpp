@@ -122,12 +122,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
   }
 
-  void set_push_handler(std::function<void(value&&)> h) { push_handler_ = std::move(h); }
+  void set_push_handler(std::function<bool(value&)> h) { push_handler_ = std::move(h); }
   void set_connect_handler(std::function<void()> h) { connect_handler_ = std::move(h); }
   script_cache& scripts() noexcept { return scripts_; }
 
   connection::stats statistics() const {
-    return {connects_.load(), writes_.load(), commands_written_.load()};
+    return {connects_.load(), writes_.load(), commands_written_.load(), up_.load(std::memory_order_relaxed)};
   }
 
  private:
@@ -204,6 +204,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     using namespace asio::experimental::awaitable_operators;
     requests_.connected();
     connected_ = true;
+    up_.store(true, std::memory_order_relaxed);
     demoted_ = false;
     last_byte_at_ = clock::now();  // the handshake's replies
     ++connects_;
@@ -223,6 +224,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // answered may or may not have run; what was not written stays queued.
   void end_connection() {
     connected_ = false;
+    up_.store(false, std::memory_order_relaxed);
     error_code ignored;
     socket_.close(ignored);
     incoming_.reset();
@@ -307,10 +309,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   // Routes one reply; false when the stream is out of step with our queue.
   bool deliver(value&& v) {
-    if (push_handler_ && v.is_array() && !v.elements.empty() && v.elements[0].is_string() &&
-        (v.elements[0].str == "message" || v.elements[0].str == "pmessage")) {
-      push_handler_(std::move(v));
-      return true;
+    if (push_handler_ && v.is_array() && !v.elements.empty() && v.elements[0].is_string()) {
+      const auto& head = v.elements[0].str;
+      if ((head == "message" || head == "pmessage" || head == "smessage" || head == "sunsubscribe") &&
+          push_handler_(v))
+        return true;
     }
     if (cfg_.require_master && is_readonly(v)) demoted_ = true;
     return !requests_.take_reply(std::move(v)).stray;
@@ -388,13 +391,14 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   request_queue requests_;
   run_fsm fsm_{cfg_.reconnect_wait, cfg_.reconnect_wait_max};  // the run loop's decisions
   std::vector<std::function<void(error_code)>> connect_waiters_;
-  std::function<void(value&&)> push_handler_;
+  std::function<bool(value&)> push_handler_;
   std::function<void()> connect_handler_;
   script_cache scripts_;
 
   bool started_ = false;
   bool stopping_ = false;
   bool connected_ = false;
+  std::atomic<bool> up_{false};  // connected_, readable from any thread (statistics)
   bool demoted_ = false;  // a READONLY reply came: end once the written requests are answered
   server_address serving_;  // where the last connect went
   std::shared_ptr<address_lookup> lookup_;  // the address source's answer, while the run loop waits for it
@@ -436,7 +440,7 @@ void connection::async_wait_connected(std::function<void(error_code)> handler) {
   impl_->wait_connected(std::move(handler));
 }
 
-void connection::set_push_handler(std::function<void(value&&)> handler) {
+void connection::set_push_handler(std::function<bool(value&)> handler) {
   impl_->set_push_handler(std::move(handler));
 }
 

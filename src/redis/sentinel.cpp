@@ -16,60 +16,13 @@
 
 #include <dlock/redis/address_source.hpp>
 
-#include "socket_connect.hpp"
+#include "ask_once.hpp"
 
 namespace dlock::redis::detail {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Writes `req` to a fresh connection to `to` and reads one reply per
-// command.
-asio::awaitable<std::pair<error_code, response>> exchange(socket_type& socket, asio::ip::tcp::resolver& resolver,
-                                                         const address& to, const request& req,
-                                                         parser_limits limits) {
-  const bool never = false;
-  if (auto ec = co_await open_and_connect(socket, resolver, to, never)) co_return std::pair{ec, response{}};
-  reply_stream incoming(limits);
-  response replies;
-  auto ec = co_await write_and_read(socket, incoming, req, replies);
-  co_return std::pair{ec, std::move(replies)};
-}
-
-// One question to one server on a connection of its own, within `limit`
-// (connect_timeout when it passes). A watchdog closes the socket and
-// cancels the resolver when the limit passes, so the exchange ends whatever
-// step it is in (a name lookup ignores per-operation cancellation).
-asio::awaitable<std::pair<error_code, response>> ask_once(const address& to, const request& req, milliseconds limit,
-                                                         parser_limits limits) {
-  auto ex = co_await asio::this_coro::executor;
-  struct io {
-    explicit io(const asio::any_io_executor& e) : socket(e), resolver(e) {}
-    socket_type socket;
-    asio::ip::tcp::resolver resolver;
-    bool finished = false, timed_out = false;
-  };
-  auto state = std::make_shared<io>(ex);
-  asio::steady_timer watchdog(ex);
-  watchdog.expires_after(limit);
-  watchdog.async_wait([state](error_code ec) {
-    if (ec || state->finished) return;
-    state->timed_out = true;
-    error_code ignored;
-    state->socket.close(ignored);
-    state->resolver.cancel();
-  });
-  auto outcome = co_await exchange(state->socket, state->resolver, to, req, limits);
-  state->finished = true;
-  watchdog.cancel();
-  if (state->timed_out) co_return std::pair{error_code(error::connect_timeout), response{}};
-  co_return outcome;
-}
-
-// A refusal of the credentials (or of their absence).
-bool refuses_auth(const value& v) {
-  return v.is_error() && (v.str.compare(0, 6, "NOAUTH") == 0 || v.str.compare(0, 9, "WRONGPASS") == 0);
-}
 
 std::optional<address> read_master_address(const value& v) {
   if (!v.is_array() || v.elements.size() != 2 || !v.elements[0].is_string() || !v.elements[1].is_string())
@@ -81,11 +34,6 @@ std::optional<address> read_master_address(const value& v) {
   return address{config::transport::tcp, v.elements[0].str, static_cast<std::uint16_t>(port), {}};
 }
 
-void push_auth(request& req, const std::string& user, const std::string& password) {
-  if (password.empty()) return;
-  if (user.empty()) req.push("AUTH", password);
-  else req.push("AUTH", user, password);
-}
 
 }  // namespace
 

@@ -15,7 +15,7 @@
 namespace dlock::redis {
 namespace detail {
 
-class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
+class subscriber_impl : public subscription_owner, public std::enable_shared_from_this<subscriber_impl> {
  public:
   subscriber_impl(asio::any_io_executor ex, config cfg)
       : conn_(std::move(ex), std::move(cfg)), retry_timer_(conn_.get_executor()) {}
@@ -23,8 +23,9 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   // Wires the connection to this object; called once right after construction.
   void attach() {
     std::weak_ptr<subscriber_impl> weak = weak_from_this();
-    conn_.set_push_handler([weak](value&& v) {
-      if (auto self = weak.lock()) self->on_message(std::move(v));
+    conn_.set_push_handler([weak](value& v) {
+      auto self = weak.lock();
+      return self ? self->on_push(v) : v.elements[0].str != "sunsubscribe";
     });
     conn_.set_connect_handler([weak] {
       if (auto self = weak.lock()) self->on_connect();
@@ -32,6 +33,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   }
 
   asio::any_io_executor executor() const noexcept { return conn_.get_executor(); }
+  void set_lost_handler(std::function<void(const std::string&)> h) { lost_handler_ = std::move(h); }
   connection& link() noexcept { return conn_; }
 
   void stop() {
@@ -52,7 +54,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
     std::uint64_t id = ++next_id_;
     e.listeners.emplace(id, std::move(l));
     if (e.confirmed) {
-      done({}, subscription(weak_from_this(), std::move(channel), id));
+      done({}, make_subscription(weak_from_this(), std::move(channel), id));
       return;
     }
     e.waiters.push_back({id, std::move(done)});
@@ -67,10 +69,31 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
     channels_.erase(it);
     channel_count_.store(channels_.size());
     request req;
-    req.push("UNSUBSCRIBE", channel);
+    req.push(sharded() ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", channel);
     // Nothing waits for this: the next SUBSCRIBE of the channel (if any) is
     // queued after it, and a message for a channel we dropped is ignored.
-    conn_.async_exec(std::move(req), [](error_code, response) {});
+    // A SUNSUBSCRIBE's reply looks like a node's own push: count it, so
+    // that on_push tells them apart; one that will never be answered (the
+    // connection failed) is no longer counted.
+    if (sharded()) ++unsubscribes_in_flight_[channel];
+    std::weak_ptr<subscriber_impl> weak = weak_from_this();
+    conn_.async_exec(std::move(req), [weak, channel](error_code ec, response) {
+      auto self = weak.lock();
+      if (!self || !ec || !self->sharded()) return;
+      auto it = self->unsubscribes_in_flight_.find(channel);
+      if (it != self->unsubscribes_in_flight_.end() && --it->second == 0) self->unsubscribes_in_flight_.erase(it);
+    });
+  }
+
+  void remove_listener(std::string channel, std::uint64_t id) noexcept override {
+    try {
+      asio::dispatch(executor(), [self = shared_from_this(), channel = std::move(channel), id] {
+        self->remove(channel, id);
+      });
+    } catch (...) {
+      // Only allocation can fail here; the listener then stays registered
+      // until the subscriber is destroyed, which is harmless.
+    }
   }
 
   std::size_t channel_count() const { return channel_count_.load(); }
@@ -88,6 +111,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
     std::uint64_t generation = 0;
     bool confirmed = false;
     bool told_deaf = false;  // listeners heard that a resubscribe failed
+    bool lost = false;       // a node dropped or refused it (sharded): the lost handler moves it
     int subscribes_in_flight = 0;
   };
 
@@ -97,12 +121,13 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   void send_subscribe(const std::string& channel, entry& e, bool resync) {
     ++e.subscribes_in_flight;
     request req;
-    req.push("SUBSCRIBE", channel);
+    req.push(sharded() ? "SSUBSCRIBE" : "SUBSCRIBE", channel);
     std::weak_ptr<subscriber_impl> weak = weak_from_this();
     conn_.async_exec(std::move(req), [weak, channel, generation = e.generation, resync](error_code ec, response r) {
       auto self = weak.lock();
       if (!self) return;
-      if (!ec && (r.size() != 1 || r[0].is_error())) ec = error::server_error;
+      if (!ec && (r.size() != 1 || r[0].is_error()))
+        ec = r.size() == 1 && is_redirect(r[0]) ? error::slot_moved : error::server_error;
       self->on_subscribed(channel, generation, resync, ec);
     });
   }
@@ -124,7 +149,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
           e.listeners.erase(w.id);
           w.done(ec, subscription());
         } else {
-          w.done({}, subscription(weak_from_this(), channel, w.id));
+          w.done({}, make_subscription(weak_from_this(), channel, w.id));
         }
       }
     }
@@ -137,6 +162,10 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
     if (e.listeners.empty()) {
       channels_.erase(it);
       channel_count_.store(channels_.size());
+      return;
+    }
+    if (ec == error::slot_moved && lost_handler_) {
+      lose(channel, e);
       return;
     }
     // Listeners subscribed before a reconnect are deaf until the channel is
@@ -162,15 +191,57 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
       self->retry_armed_ = false;
       if (ec || self->stopped_) return;
       for (auto& [channel, e] : self->channels_)
-        if (!e.confirmed && e.subscribes_in_flight == 0 && !e.listeners.empty())
+        if (!e.confirmed && !e.lost && e.subscribes_in_flight == 0 && !e.listeners.empty())
           self->send_subscribe(channel, e, true);
     });
   }
 
-  void on_message(value&& v) {
-    // ["message", channel, payload] or ["pmessage", pattern, channel, payload]
+  bool sharded() const noexcept { return conn_.settings().sharded_pubsub; }
+
+  static bool is_redirect(const value& v) {
+    return v.is_error() && (v.str.compare(0, 6, "MOVED ") == 0 || v.str.compare(0, 4, "ASK ") == 0);
+  }
+
+  // A message, or (sharded) a node's own ["sunsubscribe", channel, count]:
+  // the node no longer serves the channel's slot. True when `v` was a push.
+  bool on_push(const value& v) {
+    if (v.elements[0].str != "sunsubscribe") {
+      on_message(v);
+      return true;
+    }
+    if (v.elements.size() < 2 || !v.elements[1].is_string()) return false;
+    const auto& channel = v.elements[1].str;
+    if (auto it = unsubscribes_in_flight_.find(channel); it != unsubscribes_in_flight_.end()) {
+      if (--it->second == 0) unsubscribes_in_flight_.erase(it);
+      return false;  // the reply to our own SUNSUBSCRIBE
+    }
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return true;
+    entry& e = it->second;
+    e.confirmed = false;
+    if (lost_handler_) {
+      lose(channel, e);
+    } else if (e.subscribes_in_flight == 0) {
+      send_subscribe(channel, e, true);
+    }
+    return true;
+  }
+
+  // Hands a channel this node will not serve to the lost handler, once
+  // (its entry stays until its listeners leave, and is not subscribed here
+  // again).
+  void lose(const std::string& channel, entry& e) {
+    if (e.lost) return;
+    e.lost = true;
+    auto handler = lost_handler_;
+    handler(channel);
+  }
+
+  void on_message(const value& v) {
+    // ["message", channel, payload], ["smessage", channel, payload] or
+    // ["pmessage", pattern, channel, payload]
     const auto& el = v.elements;
-    std::size_t ch = el[0].str == "message" ? 1 : 2;
+    std::size_t ch = el[0].str == "pmessage" ? 2 : 1;
     if (el.size() != ch + 2 || !el[ch].is_string() || !el[ch + 1].is_string()) return;
     notify(el[ch].str, std::string_view(el[ch + 1].str));
   }
@@ -202,7 +273,7 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
     // tell listeners once it is confirmed that messages may have been missed.
     for (auto& [channel, e] : channels_) {
       e.confirmed = false;
-      send_subscribe(channel, e, true);
+      if (!e.lost) send_subscribe(channel, e, true);
     }
   }
 
@@ -212,6 +283,8 @@ class subscriber_impl : public std::enable_shared_from_this<subscriber_impl> {
   std::uint64_t next_id_ = 0;
   std::uint64_t next_generation_ = 0;
   std::size_t connects_ = 0;
+  std::function<void(const std::string&)> lost_handler_;
+  std::unordered_map<std::string, int> unsubscribes_in_flight_;  // SUNSUBSCRIBEs not answered yet
   bool retry_armed_ = false;
   bool stopped_ = false;
   std::atomic<std::size_t> channel_count_{0};  // readable from any thread
@@ -247,16 +320,7 @@ subscription::~subscription() { reset(); }
 
 void subscription::reset() noexcept {
   if (channel_.empty()) return;
-  if (auto owner = owner_.lock()) {
-    try {
-      asio::dispatch(owner->executor(), [owner, channel = std::move(channel_), id = id_] {
-        owner->remove(channel, id);
-      });
-    } catch (...) {
-      // Only allocation can fail here; the listener then stays registered
-      // until the subscriber is destroyed, which is harmless.
-    }
-  }
+  if (auto owner = owner_.lock()) owner->remove_listener(std::move(channel_), id_);
   channel_.clear();
   owner_.reset();
 }
@@ -272,6 +336,10 @@ void subscriber::start() { impl_->link().start(); }
 void subscriber::stop() { impl_->stop(); }
 
 std::size_t subscriber::channel_count() const { return impl_->channel_count(); }
+
+void subscriber::set_channel_lost_handler(std::function<void(const std::string&)> handler) {
+  impl_->set_lost_handler(std::move(handler));
+}
 
 connection& subscriber::link() noexcept { return impl_->link(); }
 

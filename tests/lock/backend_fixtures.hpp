@@ -9,10 +9,14 @@
 //                      tests' own counters)
 #pragma once
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <dlock/backend/cluster.hpp>
 #include <dlock/backend/sentinel.hpp>
 #include <support/redis_server.hpp>
 #include <support/sentinel_deployment.hpp>
@@ -89,6 +93,63 @@ struct acknowledged_sentinel_servers {
   }
   long long dbsize() const { return std::stoll(deployment.node(0).command({"DBSIZE"})); }
   RedisBackend& plain(std::string_view) { return backend; }
+};
+
+/// The process's Redis Cluster for the combination suites: 3 masters with
+/// a replica each, started on first use and kept until the process ends
+/// (tests that kill nodes or move slots start their own).
+redis_cluster& shared_cluster();
+
+/// A RedisBackend on the master that serves `key` in `cluster` (now).
+class cluster_masters {
+ public:
+  explicit cluster_masters(const ClusterBackend& cluster) : cluster_(cluster) {}
+  /// Thread-safe (the contention tests' threads share it).
+  RedisBackend& of(std::string_view key) {
+    std::lock_guard g(m_);
+    auto at = cluster_.master_of(key);
+    if (!at) throw std::runtime_error("no master known for key " + std::string(key));
+    auto& b = by_address_[at->describe()];
+    if (!b) {
+      auto cfg = cluster_.settings().node;
+      cfg.host = at->host;
+      cfg.port = at->port;
+      b = std::make_unique<RedisBackend>(cfg);
+    }
+    return *b;
+  }
+
+ private:
+  const ClusterBackend& cluster_;
+  std::mutex m_;
+  std::map<std::string, std::unique_ptr<RedisBackend>> by_address_;
+};
+
+/// The shared cluster, emptied, behind a ClusterBackend: the locks of
+/// combinations::representative.
+struct cluster_servers {
+  using backend_type = ClusterBackend;
+  redis_cluster& cluster = shared_cluster();
+  ClusterBackend backend{(flush(cluster), cluster.url())};
+  cluster_masters masters{backend};
+
+  /// "cluster:<url>": lock_worker makes a ClusterBackend from the URL.
+  std::string worker_spec() const { return "cluster:" + cluster.url(); }
+  std::string command(std::string_view key, const std::vector<std::string>& args) const {
+    auto slot = static_cast<std::uint16_t>(detail::key_slot(key));
+    return cluster.node(cluster.master_of_slot(slot)).command(args);
+  }
+  long long dbsize() const {
+    long long n = 0;
+    for (auto m : cluster.masters()) n += std::stoll(cluster.node(m).command({"DBSIZE"}));
+    return n;
+  }
+  RedisBackend& plain(std::string_view key) { return masters.of(key); }
+
+  static bool flush(redis_cluster& c) {
+    for (auto m : c.masters()) c.node(m).command({"FLUSHALL"});
+    return true;
+  }
 };
 
 }  // namespace dlock::test

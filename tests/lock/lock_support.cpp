@@ -12,3 +12,14 @@ std::string worker_path() {
 }
 
 }  // namespace dlock::test
+
+#include "backend_fixtures.hpp"
+
+namespace dlock::test {
+
+redis_cluster& shared_cluster() {
+  static redis_cluster cluster(cluster_options{.masters = 3, .replicas_per_master = 1});
+  return cluster;
+}
+
+}  // namespace dlock::test

@@ -2,7 +2,8 @@
 // or takes a lock and waits to be killed, for any valid combination by name.
 //
 //   (URL: a Redis URL, "shards:<url>,<url>" for examples::ShardedBackend, or
-//   a redis-sentinel:// URL for SentinelBackend: its representative locks)
+//   a redis-sentinel:// URL for SentinelBackend, or "cluster:<url>" for
+//   ClusterBackend: their representative locks)
 //   lock_worker count URL COMBINATION NAME N      N increments, then "done"
 //   lock_worker hold URL COMBINATION NAME LEASE_MS take it, print "acquired", sleep
 //   lock_worker crash-after-setnx URL NAME LEASE_MS  SetNx + FixedLease, exit between SETNX and EXPIRE
@@ -122,6 +123,13 @@ int main(int argc, char** argv) try {
     return run(
         backend, [&](const std::string&) -> dlock::RedisBackend& { return backend; }, argv,
         dlock::combinations::acknowledgeable<dlock::SentinelBackend>());
+  }
+  if (spec.rfind("cluster:", 0) == 0) {
+    dlock::ClusterBackend backend(spec.substr(8));
+    dlock::test::cluster_masters masters(backend);
+    return run(
+        backend, [&](const std::string& key) -> dlock::RedisBackend& { return masters.of(key); }, argv,
+        dlock::combinations::representative<dlock::ClusterBackend>());
   }
   if (spec.rfind("redis-sentinel://", 0) == 0) {
     dlock::SentinelBackend backend(spec);

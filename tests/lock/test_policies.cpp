@@ -509,25 +509,34 @@ TEST_CASE("a retried Token release whose first attempt left after the lease repo
 
 TEST_CASE("Redisson's wire format: hash field, channel and unlock message", "[wire-compat]") {
   private_redis redis;
-  WatchdogHash lock(redis.backend, "orders:42");
-  std::promise<std::string> message;
-  auto sub = redis.backend.async_subscribe("redisson_lock__channel:{orders:42}",
-                                           [&](std::optional<std::string_view> m) {
-                                             if (m) message.set_value(std::string(*m));
-                                           },
-                                           asio::use_future)
-                 .get();
-  lock.lock();
-  CHECK(redis.server.command({"TYPE", "orders:42"}) == "hash");
-  CHECK(redis.server.command({"HGET", "orders:42", redis.backend.client_id() + ":" + WatchdogHash::thread_owner()}) ==
-        "1");
-  auto ttl = pttl(redis.server, "orders:42");  // Redisson's default 30 s watchdog
-  CHECK(ttl > 29000);
-  CHECK(ttl <= 30000);
-  lock.unlock();
-  auto f = message.get_future();
-  REQUIRE(f.wait_for(scaled(2s)) == std::future_status::ready);
-  CHECK(f.get() == "0");
+  // Redisson's channel name puts braces around the lock's name unless the
+  // name has a '{' of its own (its prefixName); either way the channel is
+  // in the lock's cluster slot.
+  const std::pair<std::string, std::string> cases[] = {{"orders:42", "redisson_lock__channel:{orders:42}"},
+                                                       {"orders:{7}", "redisson_lock__channel:orders:{7}"}};
+  for (auto& [name, channel] : cases) {
+    CAPTURE(name);
+    CHECK(dlock::ownership::ReentrantHash::channel(name) == channel);
+    WatchdogHash lock(redis.backend, name);
+    std::promise<std::string> message;
+    auto sub = redis.backend.async_subscribe(channel,
+                                             [&](std::optional<std::string_view> m) {
+                                               if (m) message.set_value(std::string(*m));
+                                             },
+                                             asio::use_future)
+                   .get();
+    lock.lock();
+    CHECK(redis.server.command({"TYPE", name}) == "hash");
+    CHECK(redis.server.command({"HGET", name, redis.backend.client_id() + ":" + WatchdogHash::thread_owner()}) ==
+          "1");
+    auto ttl = pttl(redis.server, name);  // Redisson's default 30 s watchdog
+    CHECK(ttl > 29000);
+    CHECK(ttl <= 30000);
+    lock.unlock();
+    auto f = message.get_future();
+    REQUIRE(f.wait_for(scaled(2s)) == std::future_status::ready);
+    CHECK(f.get() == "0");
+  }
 }
 
 TEST_CASE("blocking calls on the backend's own thread are refused", "[api]") {

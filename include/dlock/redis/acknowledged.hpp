@@ -85,5 +85,10 @@ inline acknowledged_reply split_acknowledged(error_code ec, response r, int want
   return out;
 }
 
+/// Throws std::system_error (invalid_argument) when `cfg.acknowledge` cannot
+/// work: replicas below 1 (and not `all`), a timeout that is not positive or
+/// not shorter than the command timeout.
+void check_acknowledge(const config& cfg);
+
 }  // namespace detail
 }  // namespace dlock::redis

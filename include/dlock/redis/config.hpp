@@ -81,6 +81,10 @@ struct config {
   /// ends the connection as soon as what was written on it is answered,
   /// and the next connect asks `source` again.
   bool require_master = false;
+  /// Subscribers use Redis 7's sharded pub/sub (SSUBSCRIBE, SUNSUBSCRIBE,
+  /// "smessage"): on a cluster node, whose shard channels live in the slot
+  /// of their name. ClusterBackend sets it.
+  bool sharded_pubsub = false;
   /// Replica acknowledgement of lock writes (see replica_ack); empty: off.
   /// Used by the backends (RedisBackend, SentinelBackend), not by a
   /// connection on its own.

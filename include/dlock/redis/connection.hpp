@@ -147,10 +147,14 @@ class connection {
   /// connected.
   void async_wait_connected(std::function<void(error_code)> handler);
 
-  /// Subscriber mode: replies that are pub/sub messages (arrays starting with
-  /// "message" or "pmessage") go to `handler`, on the connection's strand,
-  /// instead of being matched to a request. Set before start().
-  void set_push_handler(std::function<void(value&&)> handler);
+  /// Subscriber mode: replies that may be pushes (arrays starting with
+  /// "message", "pmessage", "smessage" or "sunsubscribe") are offered to
+  /// `handler`, on the connection's strand; it returns true when it took
+  /// the value as a push (which then is not matched to a request), false
+  /// when the value answers a request (a SUNSUBSCRIBE's reply looks like
+  /// the push a cluster node sends when it drops a shard channel). Set
+  /// before start().
+  void set_push_handler(std::function<bool(value&)> handler);
   /// Called on the connection's strand after every successful (re)connect,
   /// before queued requests are written; it may issue requests.
   void set_connect_handler(std::function<void()> handler);
@@ -164,6 +168,7 @@ class connection {
     std::size_t connects = 0;       ///< successful handshakes
     std::size_t writes = 0;         ///< socket writes (one per coalesced batch)
     std::size_t commands_written = 0;
+    bool up = false;  ///< a connection is established now (a moment ago, when read from another thread)
   };
   stats statistics() const;
 

@@ -15,6 +15,7 @@
 namespace dlock::redis {
 
 namespace detail {
+class subscriber_impl;
 void subscribe(const std::shared_ptr<subscriber_impl>& impl, std::string channel, listener l,
                std::function<void(error_code, subscription)> done);
 }
@@ -60,6 +61,16 @@ class subscriber {
         },
         token, std::move(channel), std::move(l));
   }
+
+  /// Sharded pub/sub (config::sharded_pubsub): called, on the subscriber's
+  /// strand, when the node stops serving a channel (it dropped the
+  /// subscription on its own when the channel's slot moved, or refused it
+  /// with MOVED or ASK). The channel's listeners stay registered but are
+  /// not subscribed on this node again: the handler's owner (ClusterBackend)
+  /// subscribes them where the slot lives now. Set before the first
+  /// subscription. Without a handler, a dropped channel is subscribed again
+  /// here.
+  void set_channel_lost_handler(std::function<void(const std::string&)> handler);
 
   /// The number of channels currently subscribed (for tests).
   std::size_t channel_count() const;

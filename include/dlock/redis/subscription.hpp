@@ -12,9 +12,25 @@
 
 namespace dlock::redis {
 
+class subscription;
+
 namespace detail {
-class subscriber_impl;
-}
+
+/// What a subscription handle unregisters from: a subscriber connection,
+/// or a backend's own registry of channels over several (ClusterBackend's).
+class subscription_owner {
+ public:
+  virtual ~subscription_owner() = default;
+  /// Removes listener `id` of `channel` (the last one of a channel
+  /// unsubscribes it). Called from any thread; must not throw.
+  virtual void remove_listener(std::string channel, std::uint64_t id) noexcept = 0;
+
+ protected:
+  static subscription make_subscription(std::weak_ptr<subscription_owner> owner, std::string channel,
+                                        std::uint64_t id);
+};
+
+}  // namespace detail
 
 /// Receives each message published on its channel, and `std::nullopt` after
 /// the subscriber reconnected (messages published while it was down are
@@ -39,13 +55,18 @@ class subscription {
   const std::string& channel() const noexcept { return channel_; }
 
  private:
-  friend class detail::subscriber_impl;
-  subscription(std::weak_ptr<detail::subscriber_impl> owner, std::string channel, std::uint64_t id)
+  friend class detail::subscription_owner;
+  subscription(std::weak_ptr<detail::subscription_owner> owner, std::string channel, std::uint64_t id)
       : owner_(std::move(owner)), channel_(std::move(channel)), id_(id) {}
 
-  std::weak_ptr<detail::subscriber_impl> owner_;
+  std::weak_ptr<detail::subscription_owner> owner_;
   std::string channel_;
   std::uint64_t id_ = 0;
 };
+
+inline subscription detail::subscription_owner::make_subscription(std::weak_ptr<subscription_owner> owner,
+                                                                  std::string channel, std::uint64_t id) {
+  return subscription(std::move(owner), std::move(channel), id);
+}
 
 }  // namespace dlock::redis

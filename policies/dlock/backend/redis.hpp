@@ -61,6 +61,11 @@ class RedisBackend {
   /// and joins the private I/O thread, if any.
   ~RedisBackend();
 
+  /// Stops every connection now: queued commands, and any sent later,
+  /// complete with shutting_down. (The destructor does this; a backend
+  /// built on this one stops its servers before it is destroyed.)
+  void stop();
+
   RedisBackend(const RedisBackend&) = delete;
   RedisBackend& operator=(const RedisBackend&) = delete;
 
@@ -209,7 +214,9 @@ class RedisBackend {
   /// this backend at the same moment, and they stay open for reuse. A
   /// command that cannot be written on one (it cannot connect) goes through
   /// the shared connection instead, with that connection's reconnect
-  /// handling. Scopes nest, one per backend; a scope is not movable.
+  /// handling. Scopes nest (the innermost of a backend is the one used;
+  /// scopes of several backends may be open at once, as ClusterBackend's
+  /// are, one per master it sends to); a scope is not movable.
   class blocking_scope {
    public:
     explicit blocking_scope(RedisBackend& backend);
@@ -218,10 +225,10 @@ class RedisBackend {
     blocking_scope& operator=(const blocking_scope&) = delete;
 
    private:
+    friend class RedisBackend;
     RedisBackend& backend_;
     std::unique_ptr<redis::blocking_connection> conn_;
-    const RedisBackend* outer_owner_;
-    redis::blocking_connection* outer_conn_;
+    const blocking_scope* outer_;  // this thread's scope before this one
   };
 
   /// The connection of this thread's innermost blocking_scope on this

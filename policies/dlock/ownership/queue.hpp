@@ -12,6 +12,7 @@
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
 #include <dlock/detail/key_slot.hpp>
+#include <dlock/detail/publishing.hpp>
 #include <dlock/detail/release_memory.hpp>
 #include <dlock/ownership/token.hpp>
 
@@ -124,8 +125,9 @@ struct Queue : Token {
   // "<channel>:<listener>", the channel of the waiter's own backend, so
   // that one release wakes one subscriber. `hand_on()` grants to the first
   // live waiter. `now()` reads the server's clock only when an entry is
-  // looked at (an uncontended script never calls TIME).
-  static std::string prelude(int channel_arg) {
+  // looked at (an uncontended script never calls TIME). `sharded`: grants
+  // go out with SPUBLISH (a cluster's sharded pub/sub).
+  static std::string prelude(int channel_arg, bool sharded) {
     return R"lua(
 local now_ms
 local function now()
@@ -144,7 +146,7 @@ local function grant(who)
   local expiry, lease, listener = string.match(entry, '^(%d+):(%d+):(.*)$')
   if not expiry or tonumber(expiry) <= now() then return false end
   redis.call('SET', KEYS[1], who, 'PX', lease)
-  redis.call('PUBLISH', ARGV[)lua" +
+  redis.call(')lua" + std::string(detail::publish_verb(sharded)) + R"lua(', ARGV[)lua" +
            std::to_string(channel_arg) + R"lua(] .. ':' .. listener, who .. ':' .. place)
   return true
 end
@@ -167,6 +169,7 @@ end
   // (granted: the grant took no fencing token); {0, pttl, place}
   // held by another (and, with ARGV[3], this token is in the line at arrival
   // number `place`, its entry refreshed; place 0: not in the line).
+  template <bool Sharded = false>
   static const redis::script& acquire_script() {
     static const redis::script s(R"lua(
 local lease = tonumber(ARGV[2])
@@ -175,7 +178,7 @@ local idle = tonumber(ARGV[7])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12
    or not idle or idle < 0 or idle > 1e12 then
   return redis.error_reply('ERR dlock: lease out of range')
-end)lua" + prelude(5) + std::string(detail::fence_lua) + R"lua(
+end)lua" + prelude(5, Sharded) + std::string(detail::fence_lua) + R"lua(
 local function taken()
   if idle > 0 then return {1, lease, next_fence(KEYS[5], idle)} end
   return {1, lease, 0}
@@ -225,8 +228,9 @@ return {0, redis.call('PTTL', KEYS[1]), tonumber(place)}
   // a retry.
   // 1 released (and handed on), 0 not ours. A lock found free is handed on
   // too: its holder's lease ran out, and a waiter may be next.
+  template <bool Sharded = false>
   static const redis::script& release_script() {
-    static const redis::script s(detail::release_memory::remembered(prelude(3) + R"lua(
+    static const redis::script s(detail::release_memory::remembered(prelude(3, Sharded) + R"lua(
 result = 0
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
@@ -241,8 +245,9 @@ if result == 1 or not holder then hand_on() end
   // KEYS[1] lock, KEYS[2] line, KEYS[3] entries; ARGV[1] token, ARGV[2]
   // channel. 1: the lock was granted to this token before it could leave
   // (it holds it now); 0: it left the line.
+  template <bool Sharded = false>
   static const redis::script& leave_script() {
-    static const redis::script s(prelude(2) + R"lua(
+    static const redis::script s(prelude(2, Sharded) + R"lua(
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then return 1 end
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -259,8 +264,9 @@ return 0
   // line, then hands a free lock on (its holder's lease ran out). For each
   // waiter: its place (still waiting, entry refreshed), -1 (it holds the
   // lock: granted, its message may be lost) or 0 (not in the line).
+  template <bool Sharded = false>
   static const redis::script& refresh_script() {
-    static const redis::script s(prelude(1) + R"lua(
+    static const redis::script s(prelude(1, Sharded) + R"lua(
 local longest = 0
 for i = 3, #ARGV, 2 do  -- every ttl checked before anything is written
   local ttl = tonumber(ARGV[i])
@@ -301,10 +307,14 @@ return out
   }
 
   /// One batched refresh of the entries of `waiters` (token, entry ttl), all
-  /// in the line of lock `name` (detail::queue_refresher sends it).
+  /// in the line of lock `name` (detail::queue_refresher sends it);
+  /// `sharded`: for a backend on sharded pub/sub (detail::sharded_pubsub).
   static script_call refresh_call(const std::string& name,
-                                  const std::vector<std::pair<std::string, milliseconds>>& waiters) {
-    script_call call{&refresh_script(), {name, queue_key(name), entries_key(name), seq_key(name)}, {channel(name)}};
+                                  const std::vector<std::pair<std::string, milliseconds>>& waiters,
+                                  bool sharded = false) {
+    script_call call{sharded ? &refresh_script<true>() : &refresh_script<false>(),
+                     {name, queue_key(name), entries_key(name), seq_key(name)},
+                     {channel(name)}};
     for (auto& [token, ttl] : waiters) {
       call.args.push_back(token);
       call.args.push_back(std::to_string(ttl.count()));
@@ -341,7 +351,8 @@ return out
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
                                   std::to_string(line.entry_ttl.count()), channel(rec.name),
                                   backend.client_id(), detail::fence_arg(fencing)};
-    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
+    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script<detail::sharded_pubsub<B>()>(),
+                                                        std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     auto verdict = detail::integer_of(v.elements[0]);
@@ -383,7 +394,8 @@ return out
                                   detail::release_memory::key(rec)};
     std::vector<std::string> args{rec.owner, release_memory.ttl(), channel(rec.name),
                                   detail::release_memory::retry_flag(rec)};
-    auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
+    auto [ec, v] = co_await detail::eval(backend, release_script<detail::sharded_pubsub<B>()>(), std::move(keys),
+                                         std::move(args));
     co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
   }
 
@@ -394,7 +406,8 @@ return out
   asio::awaitable<std::pair<error_code, bool>> leave(B& backend, record& rec) const {
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name)};
     std::vector<std::string> args{rec.owner, channel(rec.name)};
-    auto [ec, v] = co_await detail::eval(backend, leave_script(), std::move(keys), std::move(args));
+    auto [ec, v] = co_await detail::eval(backend, leave_script<detail::sharded_pubsub<B>()>(), std::move(keys),
+                                         std::move(args));
     if (ec) co_return std::pair{ec, false};
     auto n = detail::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};

@@ -8,6 +8,7 @@
 #include <dlock/concepts.hpp>
 #include <dlock/detail/commands.hpp>
 #include <dlock/detail/fencing.hpp>
+#include <dlock/detail/publishing.hpp>
 #include <dlock/detail/release_memory.hpp>
 
 namespace dlock::ownership {
@@ -47,8 +48,10 @@ struct ReentrantHash {
     return release_memory.validate();
   }
 
-  /// Redisson's channel for a lock's release messages.
+  /// Redisson's channel for a lock's release messages: its prefixName,
+  /// which puts braces around the name unless the name holds a '{'.
   static std::string channel(std::string_view name) {
+    if (name.find('{') != std::string_view::npos) return "redisson_lock__channel:" + std::string(name);
     return "redisson_lock__channel:{" + std::string(name) + "}";
   }
 
@@ -94,12 +97,15 @@ return redis.call('PTTL', KEYS[1])
 
   // KEYS[1] lock, KEYS[2] release marker; ARGV[1] unlock message, ARGV[2]
   // lease ms, ARGV[3] owner field, ARGV[4] marker ttl ms, ARGV[5] "1" for a
-  // retry, ARGV[6] channel. The channel is not a key: for a name with
-  // braces, Redisson's channel name hashes to another cluster slot than the
-  // lock, and a script's KEYS must share one slot.
+  // retry, ARGV[6] channel. The channel is not a key: for some names with
+  // braces ("x}y", "q{"), Redisson's channel name hashes to another cluster
+  // slot than the lock, and a script's KEYS must share one slot. `Sharded`: it publishes
+  // with SPUBLISH (a cluster's sharded pub/sub; see detail::release_channel
+  // for the channel there).
   // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
   // The held case, the usual one, asks one question (HEXISTS on a missing
   // key is 0 too, so EXISTS only tells "gone" from "another's").
+  template <bool Sharded = false>
   static const redis::script& release_script() {
     static const redis::script s(detail::release_memory::remembered(R"lua(
 local lease = tonumber(ARGV[2])
@@ -113,11 +119,11 @@ if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
     result = 0
   else
     redis.call('DEL', KEYS[1])
-    redis.call('PUBLISH', ARGV[6], ARGV[1])
+    redis.call(')lua" + std::string(detail::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
     result = 1
   end
 elseif redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('PUBLISH', ARGV[6], ARGV[1])
+  redis.call(')lua" + std::string(detail::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
   result = 2
 else
   result = 3
@@ -190,8 +196,10 @@ return 0
                                                                   detail::hold_record& rec) const {
     std::vector<std::string> keys{rec.name, detail::release_memory::key(rec)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
-                                  release_memory.ttl(), detail::release_memory::retry_flag(rec), channel(rec.name)};
-    auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
+                                  release_memory.ttl(), detail::release_memory::retry_flag(rec),
+                                  detail::release_channel<ReentrantHash, B>(rec.name)};
+    auto [ec, v] = co_await detail::eval(backend, release_script<detail::sharded_pubsub<B>()>(), std::move(keys),
+                                         std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
     switch (detail::integer_of(v).value_or(-1)) {
       case 0: co_return std::pair{error_code{}, release_outcome::still_held};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/publishing.hpp>
 #include <dlock/detail/script_batches.hpp>
 
 namespace dlock::detail {
@@ -78,7 +79,9 @@ class queue_refresher {
       std::vector<std::pair<std::string, milliseconds>> waiters;
       waiters.reserve(line.size());
       for (auto* w : line) waiters.emplace_back(w->token, w->ttl);
-      return O::refresh_call(line.front()->name, waiters);
+      if constexpr (requires { O::refresh_call(line.front()->name, waiters, sharded_pubsub<B>()); })
+        return O::refresh_call(line.front()->name, waiters, sharded_pubsub<B>());
+      else return O::refresh_call(line.front()->name, waiters);
     }
     static reading reader(const item&) { return {}; }
     static std::vector<renewal_verdict> read(reading, const redis::value& v, std::size_t n) {

@@ -1,0 +1,43 @@
+// How a lock's release and hand-off messages travel on a backend: classic
+// pub/sub (PUBLISH, SUBSCRIBE: on a cluster, every node gets every message)
+// or Redis 7's sharded pub/sub (SPUBLISH, SSUBSCRIBE: a message stays on
+// the shard that owns its channel's slot), and on which channel.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <dlock/detail/key_slot.hpp>
+
+namespace dlock::detail {
+
+/// Whether backend `B` carries a lock's messages on sharded pub/sub: its
+/// `static constexpr bool sharded_pubsub` (ClusterBackend's is true; a
+/// backend without one uses classic pub/sub).
+template <class B>
+constexpr bool sharded_pubsub() {
+  if constexpr (requires { B::sharded_pubsub; }) return static_cast<bool>(B::sharded_pubsub);
+  else return false;
+}
+
+/// The command a script publishes with: SPUBLISH or PUBLISH.
+constexpr std::string_view publish_verb(bool sharded) { return sharded ? "SPUBLISH" : "PUBLISH"; }
+
+/// The channel where ownership `O`'s releases publish on backend `B`:
+/// `O::channel(name)`, except on sharded pub/sub when that channel lies in
+/// another cluster slot than the lock. A shard channel lives in the slot
+/// of its name, and a script may publish only in its keys' slot (a node
+/// accepts an SPUBLISH to another of its own slots, which breaks once that
+/// slot moves), so there the channel is the lock's own: "<name>:<channel>"
+/// in the lock's slot. Only names with braces get there (Redisson's
+/// "redisson_lock__channel:{a{b}c}" hashes "a{b", not the lock's "b").
+template <class O, class B>
+std::string release_channel(std::string_view name) {
+  std::string channel = O::channel(name);
+  if constexpr (sharded_pubsub<B>()) {
+    if (!channel.empty() && key_slot(channel) != key_slot(name)) return same_slot_key(name, channel);
+  }
+  return channel;
+}
+
+}  // namespace dlock::detail

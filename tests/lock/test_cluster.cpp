@@ -1,0 +1,559 @@
+// ClusterBackend on real Redis Clusters started by the harness: the URL, the
+// routing of every lock's keys to its slot's master, the redirections
+// (MOVED, ASK), sharded pub/sub, a slot that moves while locks in it are
+// held and waited on, and the representative combinations.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+#include <set>
+#include <thread>
+
+#include <boost/asio/use_future.hpp>
+#include <boost/hana/for_each.hpp>
+
+#include <dlock/backend/cluster.hpp>
+#include <dlock/combinations.hpp>
+#include <support/hold_history.hpp>
+#include <support/polling.hpp>
+#include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
+
+#include "backend_fixtures.hpp"
+#include "combination_tests.hpp"
+#include "lock_support.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::scaled;
+
+namespace {
+
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+
+using ClusterHashPubSub = dlock::Lock<dlock::ClusterBackend, o::ReentrantHash, r::Watchdog, w::PubSub>;
+using ClusterTokenSpin = dlock::Lock<dlock::ClusterBackend, o::Token, r::Watchdog, w::Spin>;
+using ClusterQueue = dlock::Lock<dlock::ClusterBackend, o::Queue, r::Watchdog, w::HandOff>;
+
+std::uint16_t slot_of(const std::string& key) { return dlock::detail::key_slot(key); }
+
+std::uint16_t cluster_keyslot(dlock::test::redis_cluster& c, const std::string& key) {
+  return static_cast<std::uint16_t>(std::stoi(c.node(c.masters().front()).command({"CLUSTER", "KEYSLOT", key})));
+}
+
+// A name of the form "<prefix>-<n>" whose slot is served by node `node`.
+std::string name_on(dlock::test::redis_cluster& c, std::size_t node, const std::string& prefix) {
+  for (int n = 0;; ++n) {
+    auto name = prefix + "-" + std::to_string(n);
+    if (c.master_of_slot(slot_of(name)) == node) return name;
+  }
+}
+
+std::size_t other_master(dlock::test::redis_cluster& c, std::size_t not_this) {
+  for (auto m : c.masters())
+    if (m != not_this) return m;
+  throw std::runtime_error("no other master");
+}
+
+template <class F>
+std::error_code thrown_code(F f) {
+  try {
+    f();
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("cluster URLs: seed lists, credentials, and what a cluster cannot have", "[cluster][url]") {
+  auto cfg = dlock::redis::parse_cluster_url("redis://user:p%40ss@10.0.0.1:7000,10.0.0.2,[::1]:7002");
+  REQUIRE(cfg.seeds.size() == 3);
+  CHECK(cfg.seeds[0].host == "10.0.0.1");
+  CHECK(cfg.seeds[0].port == 7000);
+  CHECK(cfg.seeds[1].port == dlock::redis::default_tcp_port);
+  CHECK(cfg.seeds[2].host == "::1");
+  CHECK(cfg.node.user == "user");
+  CHECK(cfg.node.password == "p@ss");
+  CHECK(cfg.describe() == "redis://user:***@10.0.0.1:7000,10.0.0.2:6379,[::1]:7002");
+  CHECK(dlock::redis::parse_cluster_url("redis://h:1/0").seeds.size() == 1);
+
+  for (const char* bad : {"redis://h:1/2", "redis://", "redis://h:1,,h:2", "redis-sentinel://h:1#m", "h:1",
+                          "redis://h:1?x=1", "redis://h:99999"}) {
+    CAPTURE(bad);
+    std::error_code ec;
+    std::string why;
+    dlock::redis::parse_cluster_url(bad, ec, &why);
+    CHECK(ec == dlock::error::invalid_url);
+    CHECK_FALSE(why.empty());
+  }
+  std::string why;
+  std::error_code ec;
+  dlock::redis::parse_cluster_url("redis://:secret@h:1/3", ec, &why);
+  CHECK(why.find("only database 0") != std::string::npos);
+  CHECK(why.find("secret") == std::string::npos);
+}
+
+TEST_CASE("a cluster's replies read: MOVED, ASK, TRYAGAIN, CLUSTERDOWN", "[cluster][url]") {
+  using dlock::redis::value;
+  using kind = dlock::redis::detail::redirect::kind;
+  const dlock::redis::address from{dlock::redis::config::transport::tcp, "10.0.0.9", 7000, {}};
+  auto read = [&](std::string text) {
+    return dlock::redis::detail::read_redirect(value::make_string(std::move(text), dlock::redis::kind::error), from);
+  };
+  auto moved = read("MOVED 3999 127.0.0.1:6381");
+  CHECK(moved.what == kind::moved);
+  CHECK(moved.slot == 3999);
+  CHECK(moved.to.host == "127.0.0.1");
+  CHECK(moved.to.port == 6381);
+  auto empty_host = read("ASK 12 :7001");
+  CHECK(empty_host.what == kind::ask);
+  CHECK(empty_host.to.host == "10.0.0.9");
+  CHECK(read("MOVED 1 [::1]:7000").to.host == "::1");
+  CHECK(read("TRYAGAIN Multiple keys request during rehashing of slot").what == kind::try_again);
+  CHECK(read("CLUSTERDOWN Hash slot not served").what == kind::cluster_down);
+  CHECK(read("MOVED 16384 h:1").what == kind::none);
+  CHECK(read("MOVED x h:1").what == kind::none);
+  CHECK(read("MOVEDX 1 h:1").what == kind::none);
+  CHECK(read("ERR MOVED 1 h:1").what == kind::none);
+  CHECK(dlock::redis::detail::read_redirect(value::make_string("MOVED 1 h:1"), from).what == kind::none);
+}
+
+TEST_CASE("ClusterBackend starts from any live seed, and says why when none answers", "[cluster]") {
+  auto& cluster = dlock::test::shared_cluster();
+  const auto dead = dlock::test::free_port();
+  const std::string dead_seed = "127.0.0.1:" + std::to_string(dead);
+  // The first seed is dead: the second is enough.
+  auto url = cluster.seed_url({cluster.masters().front()});
+  dlock::ClusterBackend backend("redis://" + dead_seed + "," + url.substr(8));
+  CHECK(backend.masters().size() == 3);
+  CHECK(backend.command("k", dlock::redis::request().push("PING")).str == "PONG");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(thrown_code([&] { dlock::ClusterBackend none("redis://" + dead_seed); }) == dlock::error::connection_refused);
+  CHECK(std::chrono::steady_clock::now() - t0 < scaled(5s));
+  // A plain server is no cluster node.
+  dlock::test::redis_server plain;
+  CHECK(thrown_code([&] { dlock::ClusterBackend lone(plain.url()); }) == dlock::error::cluster_down);
+  CHECK(thrown_code([&] { dlock::ClusterBackend bad("redis://h:1/4"); }) == dlock::error::invalid_url);
+}
+
+TEST_CASE("every lock's keys go to the master of its slot: 300 names over three masters", "[cluster]") {
+  dlock::test::cluster_servers redis;
+  auto& cluster = redis.cluster;
+  std::set<std::size_t> used;
+  for (int i = 0; i < 300; ++i) {
+    const std::string name = i % 3 == 0 ? "spread:" + std::to_string(i)
+                             : i % 3 == 1 ? "{tag" + std::to_string(i) + "}:x"
+                                          : "odd}" + std::to_string(i) + "{";
+    CAPTURE(name);
+    REQUIRE(slot_of(name) == cluster_keyslot(cluster, name));
+    auto master = cluster.master_of_slot(slot_of(name));
+    used.insert(master);
+    auto at = redis.backend.master_of(name);
+    REQUIRE(at);
+    CHECK(at->port == cluster.node(master).port());
+  }
+  CHECK(used.size() == 3);
+
+  // Each ownership's lock (its key, and its companion keys) lives on the
+  // master of its name's slot.
+  std::vector<std::string> names{"plain", "a{b}c", "x}y", "q{", "{ab}{cd}", "{}z"};
+  boost::hana::for_each(dlock::combinations::representative<dlock::ClusterBackend>(), [&](auto tag) {
+    using L = typename decltype(tag)::type;
+    for (auto& base : names) {
+      auto name = base + ":" + L::combination_name();
+      CAPTURE(name);
+      auto lock = dlock::test::make_lock<L>(redis.backend, name);
+      std::error_code ec;
+      auto hold = lock->try_acquire_for(scaled(5s), ec);
+      REQUIRE_FALSE(ec);
+      CHECK(redis.command(name, {"EXISTS", name}) == "1");
+      hold->release(ec);
+      CHECK_FALSE(ec);
+      CHECK(redis.command(name, {"EXISTS", name}) == "0");
+    }
+  });
+}
+
+TEMPLATE_TEST_CASE("no two holders overlap: contended locks in several slots, on every master", "[cluster][history]",
+                   ClusterTokenSpin, ClusterHashPubSub, ClusterQueue) {
+  dlock::test::cluster_servers redis;
+  auto& cluster = redis.cluster;
+  // Two locks on each master.
+  std::vector<std::string> names;
+  for (auto m : cluster.masters())
+    for (int i = 0; i < 2; ++i) names.push_back(name_on(cluster, m, "history-" + std::to_string(i)));
+  dlock::test::hold_history history;
+  std::vector<std::unique_ptr<TestType>> locks;
+  for (auto& n : names)
+    locks.push_back(
+        std::make_unique<TestType>(redis.backend, n, typename TestType::ownership_type{}, r::Watchdog{scaled(10s)}));
+  constexpr int threads = 6, holds = 30;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < holds; ++i) {
+        auto k = static_cast<std::size_t>(t * 7 + i * 3) % locks.size();
+        try {
+          auto hold = locks[k]->acquire();
+          dlock::test::hold_span span{names[k], "t" + std::to_string(t), dlock::test::monotonic_ns(), 0};
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          span.end_ns = dlock::test::monotonic_ns();
+          history.add(span);
+          hold.release();
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "history worker: %s\n", e.what());
+          ++failures;
+        }
+      }
+    });
+  for (auto& th : pool) th.join();
+  CHECK(failures == 0);
+  CHECK(history.size() == threads * holds);
+  CHECK(history.overlaps().empty());
+}
+
+TEST_CASE("a script whose keys span slots is refused before it is sent, naming the keys", "[cluster]") {
+  dlock::test::cluster_servers redis;
+  static const dlock::redis::script s("return 1");
+  try {
+    redis.backend.eval(s, {"a", "b"}, {});
+    FAIL("no exception");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == dlock::error::cross_slot);
+    CHECK(std::string(e.what()).find("\"a\" (slot 15495)") != std::string::npos);
+    CHECK(std::string(e.what()).find("\"b\" (slot 3300)") != std::string::npos);
+  }
+  std::promise<std::error_code> async_ec;
+  redis.backend.async_eval(s, {"a", "b"}, {}, [&](std::error_code ec, dlock::redis::value) { async_ec.set_value(ec); });
+  CHECK(async_ec.get_future().get() == dlock::error::cross_slot);
+  CHECK(redis.backend.eval(s, {"{a}1", "{a}2"}, {}).integer == 1);
+}
+
+TEST_CASE("pub/sub waits use sharded pub/sub: the release wakes a waiter on the lock's shard only", "[cluster]") {
+  dlock::test::cluster_servers redis;
+  auto& cluster = redis.cluster;
+  const std::string name = "sharded-wait";
+  const auto master = cluster.master_of_slot(slot_of(name));
+  const auto other = other_master(cluster, master);
+  const auto ssub_before = dlock::test::command_calls(cluster.node(master), "ssubscribe");
+  const auto sub_before = dlock::test::command_calls(cluster.node(master), "subscribe");
+  const auto publish_elsewhere = dlock::test::command_calls(cluster.node(other), "spublish");
+  const auto publish_here = dlock::test::command_calls(cluster.node(master), "spublish");
+
+  ClusterHashPubSub holder(redis.backend, name, {}, r::Watchdog{scaled(10s)});
+  dlock::ClusterBackend second(cluster.url());
+  ClusterHashPubSub waiter(second, name, {}, r::Watchdog{scaled(10s)});
+  auto hold = holder.acquire();
+  auto waiting = std::async(std::launch::async, [&] {
+    auto t0 = std::chrono::steady_clock::now();
+    auto h = waiter.try_acquire_for(scaled(20s));
+    return std::pair{h.has_value(), std::chrono::steady_clock::now() - t0};
+  });
+  REQUIRE(dlock::test::wait_until([&] { return second.channel_count() == 1; }, scaled(5s)));
+  std::this_thread::sleep_for(scaled(300ms));
+  hold.release();
+  auto [got, took] = waiting.get();
+  CHECK(got);
+  CHECK(took < scaled(5s));  // woken by the message, not by its lease (10 s)
+  CHECK(dlock::test::command_calls(cluster.node(master), "ssubscribe") > ssub_before);
+  CHECK(dlock::test::command_calls(cluster.node(master), "subscribe") == sub_before);
+  // The release script's SPUBLISH (commandstats counts a script's commands).
+  CHECK(dlock::test::command_calls(cluster.node(master), "spublish") > publish_here);
+  CHECK(dlock::test::command_calls(cluster.node(other), "spublish") == publish_elsewhere);
+}
+
+TEST_CASE("Redisson's lock on a cluster and dlock's wake each other's waiters (sharded pub/sub, on the wire)",
+          "[cluster][redisson]") {
+  dlock::test::cluster_servers redis;
+  for (const std::string name : {"redisson:plain", "redisson:{7}"}) {
+    CAPTURE(name);
+    const auto channel = o::ReentrantHash::channel(name);
+    REQUIRE(slot_of(channel) == slot_of(name));
+    auto& master = redis.plain(name);
+
+    // Redisson holds it: its hash, its field "<uuid>:<thread>" and its
+    // lease. A dlock waiter subscribes and waits.
+    master.exec(dlock::redis::request().push("HSET", name, "c0ffee:1", 1).push("PEXPIRE", name, 30000));
+    ClusterHashPubSub waiter(redis.backend, name, {}, r::Watchdog{scaled(10s)});
+    auto waiting = std::async(std::launch::async, [&] {
+      auto t0 = std::chrono::steady_clock::now();
+      auto h = waiter.try_acquire_for(scaled(20s));
+      auto took = std::chrono::steady_clock::now() - t0;
+      if (h) h->release();
+      return std::pair{h.has_value(), took};
+    });
+    REQUIRE(dlock::test::wait_until([&] { return redis.backend.channel_count() == 1; }, scaled(5s)));
+    // Redisson's release, as it goes on the wire on a cluster with sharded
+    // pub/sub: the channel passed as a key beside the lock, the publish
+    // command as an argument ("SPUBLISH"), the message "0".
+    static const dlock::redis::script redisson_unlock(
+        "redis.call('del', KEYS[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1");
+    std::this_thread::sleep_for(scaled(200ms));
+    master.eval(redisson_unlock, {name, channel}, {"0", "SPUBLISH"});
+    auto [got, took] = waiting.get();
+    CHECK(got);
+    CHECK(took < scaled(5s));  // the message, not the 30 s lease
+
+    // dlock holds it; Redisson's waiter is a sharded subscriber of the same
+    // channel on the lock's shard, and hears "0" when dlock releases.
+    auto cfg = master.settings();
+    cfg.sharded_pubsub = true;
+    dlock::RedisBackend redisson(cfg);
+    std::promise<std::string> heard;
+    auto sub = redisson
+                   .async_subscribe(channel,
+                                    [&](std::optional<std::string_view> m) {
+                                      if (m) heard.set_value(std::string(*m));
+                                    },
+                                    boost::asio::use_future)
+                   .get();
+    ClusterHashPubSub holder(redis.backend, name, {}, r::Watchdog{scaled(10s)});
+    holder.acquire().release();
+    auto f = heard.get_future();
+    REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
+    CHECK(f.get() == "0");
+  }
+}
+
+TEST_CASE("a sharded subscription ends cleanly: SUNSUBSCRIBE's reply is not taken for a node's own push",
+          "[cluster]") {
+  dlock::test::cluster_servers redis;
+  const std::string channel = "{ends}:ch";
+  auto& master = redis.plain(channel);
+  auto cfg = master.settings();
+  cfg.sharded_pubsub = true;
+  dlock::RedisBackend node(cfg);
+  for (int round = 0; round < 3; ++round) {
+    std::promise<std::string> heard;
+    auto sub = node.async_subscribe(channel,
+                                    [&](std::optional<std::string_view> m) {
+                                      if (m) heard.set_value(std::string(*m));
+                                    },
+                                    boost::asio::use_future)
+                   .get();
+    master.command(dlock::redis::request().push("SPUBLISH", channel, "m" + std::to_string(round)));
+    auto f = heard.get_future();
+    REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
+    CHECK(f.get() == "m" + std::to_string(round));
+    sub.reset();
+    CHECK(dlock::test::wait_until([&] {
+      return master.command(dlock::redis::request().push("PUBSUB", "SHARDNUMSUB", channel)).elements.at(1).integer == 0;
+    }));
+  }
+  // One connection all along: no reply was ever out of step.
+  CHECK(node.subscriber().link().statistics().connects == 1);
+}
+
+TEST_CASE("a slot that moves: MOVED is followed, held locks stay held, and their waiters are woken",
+          "[cluster][migration]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 0});
+  dlock::ClusterBackend backend(cluster.url());
+  dlock::ClusterBackend second(cluster.url());
+  const auto from = cluster.masters().front();
+  const auto to = other_master(cluster, from);
+  const std::string name = name_on(cluster, from, "moving");
+  const auto slot = slot_of(name);
+
+  ClusterHashPubSub holder(backend, name, {}, r::Watchdog{scaled(3s)});
+  ClusterHashPubSub waiter(second, name, {}, r::Watchdog{scaled(3s)});
+  auto hold = holder.acquire();
+  auto waiting = std::async(std::launch::async, [&] { return waiter.try_acquire_for(scaled(30s)).has_value(); });
+  REQUIRE(dlock::test::wait_until([&] { return second.channel_count() == 1; }, scaled(5s)));
+
+  // The whole slot moves, the lock's key with it (MIGRATE keeps its TTL).
+  cluster.move_slot(slot, from, to);
+  // The holder's next renewal finds the key on the new master through a
+  // MOVED; a lease of 3 s is renewed three times over.
+  std::this_thread::sleep_for(scaled(3500ms));
+  CHECK(static_cast<bool>(hold));
+  CHECK_FALSE(hold.lost());
+  CHECK(cluster.node(to).command({"EXISTS", name}) == "1");
+  CHECK(backend.moved_followed() >= 1);
+  CHECK(backend.master_of(name)->port == cluster.node(to).port());
+  // The waiter's subscription moved with the slot: the release on the new
+  // master wakes it.
+  REQUIRE(dlock::test::wait_until([&] { return dlock::test::command_calls(cluster.node(to), "ssubscribe") >= 1; },
+                                  scaled(5s)));
+  hold.release();
+  CHECK(waiting.get());
+}
+
+TEST_CASE("a lock taken mid-migration is sent to the importing node behind ASKING", "[cluster][migration]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 0});
+  dlock::ClusterBackend backend(cluster.url());
+  const auto from = cluster.masters().front();
+  const auto to = other_master(cluster, from);
+  const std::string name = name_on(cluster, from, "asked");
+  const auto slot = slot_of(name);
+  // The slot is migrating and the key is not on the old owner: the old
+  // owner answers ASK, and only ASKING gets the command into the new one.
+  cluster.begin_migration(slot, from, to);
+  ClusterTokenSpin lock(backend, name, {}, r::Watchdog{scaled(10s)});
+  {
+    auto hold = lock.acquire();
+    CHECK(backend.ask_followed() >= 1);
+    // The key is on the importing node, which shows it only behind ASKING.
+    dlock::RedisBackend importing(cluster.node(to).url());
+    auto r = importing.exec(dlock::redis::request().push("ASKING").push("EXISTS", name));
+    REQUIRE(r.size() == 2);
+    CHECK(r[1].integer == 1);
+    CHECK(cluster.node(from).command({"EXISTS", name}).rfind("ASK ", 0) == 0);
+    hold.release();
+  }
+  cluster.migrate_keys(slot, from, to);
+  cluster.finish_migration(slot, to);
+  auto hold = lock.acquire();
+  CHECK(cluster.node(to).command({"EXISTS", name}) == "1");
+  hold.release();
+}
+
+TEST_CASE("a release while its slot's keys are half migrated waits out TRYAGAIN", "[cluster][migration]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 0});
+  auto cfg = dlock::redis::parse_cluster_url(cluster.url());
+  cfg.retry_for = scaled(3s);
+  dlock::ClusterBackend backend(cfg);
+  const auto from = cluster.masters().front();
+  const auto to = other_master(cluster, from);
+  const std::string name = name_on(cluster, from, "half");
+  const auto slot = slot_of(name);
+  ClusterHashPubSub lock(backend, name, {}, r::Watchdog{scaled(10s)});
+  auto hold = lock.acquire();
+  // The lock's key moves to the importing node; its release marker's key
+  // (the script's second key) exists nowhere yet. The old owner answers
+  // ASK (none of the keys is there), the importing node TRYAGAIN (only some
+  // are): a multi-key script cannot run until the slot's migration ends.
+  cluster.begin_migration(slot, from, to);
+  REQUIRE(cluster.migrate_key(name, from, to));
+  auto finisher = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(scaled(500ms));
+    cluster.migrate_keys(slot, from, to);
+    cluster.finish_migration(slot, to);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  hold.release(ec);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  finisher.get();
+  CHECK_FALSE(ec);
+  CHECK(took >= scaled(400ms));  // it waited for the migration's end
+  CHECK(backend.ask_followed() >= 1);
+  CHECK(cluster.node(to).command({"EXISTS", name}) == "0");
+}
+
+TEST_CASE("replica acknowledgement on a cluster: WAIT on the master of the lock's slot", "[cluster][acknowledge]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 1});
+  auto cfg = dlock::redis::parse_cluster_url(cluster.url());
+  cfg.node.acknowledge = dlock::redis::replica_ack{dlock::redis::replica_ack::all, scaled(500ms)};
+  dlock::ClusterBackend backend(cfg);
+  REQUIRE(backend.acknowledges());
+  const auto master = cluster.masters().front();
+  const std::string name = name_on(cluster, master, "acked");
+  auto [body, acks] = backend
+                          .async_exec_acknowledged(name, dlock::redis::request().push("SET", name, "x"),
+                                                   boost::asio::use_future)
+                          .get();
+  CHECK(body.at(0).str == "OK");
+  CHECK(acks.wanted == 1);
+  CHECK(acks.met());
+
+  const std::string lock_name = name_on(cluster, master, "acked-lock");
+  ClusterTokenSpin lock(backend, lock_name, {}, r::Watchdog{scaled(10s)});
+  lock.acquire().release();
+  // Its replica stops: no write of that master's slots can be acknowledged,
+  // so no lock there is granted; another master's locks still are.
+  const auto replica = cluster.replica_of(master);
+  // (Asked before the pause: the harness's questions go to every node.)
+  const auto elsewhere_name = name_on(cluster, other_master(cluster, master), "acked-elsewhere");
+  cluster.node(replica).pause();
+  std::error_code lock_ec;
+  auto hold = lock.try_acquire_for(scaled(1500ms), lock_ec);
+  CHECK_FALSE(hold);
+  CHECK(lock_ec == dlock::error::not_acknowledged);
+  CHECK(cluster.node(master).command({"EXISTS", lock_name}) == "0");  // given back
+  ClusterTokenSpin elsewhere(backend, elsewhere_name, {}, r::Watchdog{scaled(10s)});
+  elsewhere.acquire().release();
+  cluster.node(replica).resume();
+}
+
+TEST_CASE("the FIFO hand-off keeps its order on a cluster", "[cluster][hand-off]") {
+  dlock::test::cluster_servers redis;
+  const std::string name = "line";
+  const std::string line = o::Queue::queue_key(name);
+  ClusterQueue holder(redis.backend, name, {}, r::Watchdog{scaled(10s)});
+  auto hold = holder.acquire();
+  std::vector<std::unique_ptr<dlock::test::worker>> waiters;
+  for (int i = 0; i < 4; ++i) {
+    waiters.push_back(std::make_unique<dlock::test::worker>(std::vector<std::string>{
+        "line", redis.worker_spec(), ClusterQueue::combination_name(), name, std::to_string(i)}));
+    REQUIRE(waiters.back()->read_line(scaled(20s)) == "waiting");
+    // The next one starts only when this one is in the line.
+    REQUIRE(dlock::test::wait_until([&] { return redis.command(line, {"ZCARD", line}) == std::to_string(i + 1); }));
+  }
+  hold.release();
+  for (auto& wk : waiters) {
+    CHECK(wk->read_line(scaled(30s)) == "done");
+    CHECK(wk->wait() == 0);
+  }
+  auto order = redis.plain(name + ":order").command(dlock::redis::request().push("LRANGE", name + ":order", 0, -1));
+  REQUIRE(order.elements.size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK(order.elements[static_cast<std::size_t>(i)].str == std::to_string(i));
+}
+
+TEST_CASE("a master with no replica dies: its slots' commands fail with a clear error, no hang",
+          "[cluster][failover]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 0});
+  auto cfg = dlock::redis::parse_cluster_url(cluster.url());
+  cfg.retry_for = scaled(1s);
+  dlock::ClusterBackend backend(cfg);
+  const auto victim = cluster.masters().front();
+  const std::string name = name_on(cluster, victim, "orphan");
+  cluster.node(victim).kill();
+  ClusterTokenSpin lock(backend, name, {}, r::Watchdog{scaled(10s)});
+  const auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  auto hold = lock.try_acquire_for(scaled(500ms), ec);
+  CHECK_FALSE(hold);
+  CHECK(ec);
+  CHECK(ec != dlock::error::not_acquired);
+  CHECK(std::chrono::steady_clock::now() - t0 < scaled(10s));
+  // (Once the nodes agree that the master failed, every node refuses every
+  // slot with CLUSTERDOWN, since Redis requires full slot coverage by
+  // default: the other masters' locks then fail the same clear way.)
+}
+
+TEST_CASE("a master dies and its replica is promoted: locks on its slots work again", "[cluster][failover]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 1});
+  dlock::ClusterBackend backend(cluster.url());
+  const auto victim = cluster.masters().front();
+  const std::string name = name_on(cluster, victim, "promoted");
+  ClusterTokenSpin lock(backend, name, {}, r::Watchdog{scaled(10s)});
+  lock.acquire().release();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto promoted = cluster.kill_master_and_wait(victim);
+  std::error_code ec;
+  auto hold = lock.try_acquire_for(scaled(20s), ec);
+  REQUIRE_FALSE(ec);
+  WARN("from the master's death to a lock on its promoted replica: "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+       << " ms");
+  CHECK(cluster.node(promoted).command({"EXISTS", name}) == "1");
+  CHECK(backend.master_of(name)->port == cluster.node(promoted).port());
+  hold->release();
+}
+
+// The representative combinations (one per ownership and wait) on the
+// process's cluster.
+TEMPLATE_LIST_TEST_CASE("mutual exclusion on a cluster: 8 threads, then 4 processes", "[lock][cluster]",
+                        dlock::combinations::representative_t<dlock::ClusterBackend>) {
+  dlock::test::mutual_exclusion_test<dlock::test::cluster_servers, TestType>();
+}
+
+TEMPLATE_LIST_TEST_CASE("a hold on a cluster reports its lease and keeps others out", "[lock][cluster]",
+                        dlock::combinations::representative_t<dlock::ClusterBackend>) {
+  dlock::test::hold_test<dlock::test::cluster_servers, TestType>();
+}
