@@ -546,6 +546,52 @@ TEST_CASE("a master dies and its replica is promoted: locks on its slots work ag
   hold->release();
 }
 
+// Seed 003's failover story on a cluster. The replica is cut off from its
+// master before A's acquire (stopped, and its replication link closed by
+// the master, so not even the kernel's buffers carry the write to it);
+// then the master dies, the replica comes back and is promoted without the
+// lock's key, and B asks for the lock.
+TEST_CASE("a master dies before its replica has the lock: two holders without WAIT, one with it",
+          "[cluster][failover][acknowledge]") {
+  const bool acknowledged = GENERATE(false, true);
+  CAPTURE(acknowledged);
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 1});
+  auto cfg = dlock::redis::parse_cluster_url(cluster.url());
+  if (acknowledged) cfg.node.acknowledge = dlock::redis::replica_ack{dlock::redis::replica_ack::all, scaled(500ms)};
+  dlock::ClusterBackend a_side(cfg);
+  const auto master = cluster.masters().front();
+  const auto replica = cluster.replica_of(master);
+  const std::string name = name_on(cluster, master, "story");
+  ClusterTokenSpin a(a_side, name, {}, r::Watchdog{scaled(30s)});
+  a.acquire().release();  // the script is loaded, the connections are up
+
+  cluster.node(replica).pause();
+  cluster.node(master).command({"CLIENT", "KILL", "TYPE", "replica"});
+  std::error_code a_ec;
+  auto a_hold = a.try_acquire_for(scaled(1500ms), a_ec);
+  cluster.node(master).kill();
+  cluster.node(replica).resume();
+  cluster.wait_ok(scaled(30s));
+  REQUIRE(cluster.master_of_slot(slot_of(name)) == replica);
+
+  dlock::ClusterBackend b_side(cluster.url());
+  ClusterTokenSpin b(b_side, name, {}, r::Watchdog{scaled(30s)});
+  std::error_code b_ec;
+  auto b_hold = b.try_acquire_for(scaled(10s), b_ec);
+  REQUIRE_FALSE(b_ec);
+  REQUIRE(b_hold);
+  if (!acknowledged) {
+    // Reproduced: A holds by its own account, and so does B.
+    CHECK(a_hold);
+    CHECK_FALSE(a_ec);
+  } else {
+    // Prevented: the replica never acknowledged A's write, so A's acquire
+    // gave it back and failed; B alone holds it.
+    CHECK_FALSE(a_hold);
+    CHECK(a_ec == dlock::error::not_acknowledged);
+  }
+}
+
 // The representative combinations (one per ownership and wait) on the
 // process's cluster.
 TEMPLATE_LIST_TEST_CASE("mutual exclusion on a cluster: 8 threads, then 4 processes", "[lock][cluster]",

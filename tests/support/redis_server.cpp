@@ -811,7 +811,8 @@ bool redis_cluster::migrate_key(const std::string& key, std::size_t from, std::s
 
 void redis_cluster::finish_migration(std::uint16_t slot, std::size_t to, std::chrono::milliseconds limit) {
   auto s = std::to_string(slot);
-  auto owner = owner_in(cluster_nodes(node(to)), slot);
+  const auto lines = cluster_nodes(node(to));  // owner_in points into it
+  auto owner = owner_in(lines, slot);
   std::size_t old = owner ? index_of(owner->id) : nodes_.size();
   std::vector<std::string> assign = {"CLUSTER", "SETSLOT", s, "NODE", node_id(to)};
   set_slot(to, assign);  // first, so that the slot is never without a node that serves it
