@@ -722,7 +722,10 @@ bool route_again(const call_result& c, const address& from) {
 
 }  // namespace
 
-void cluster_exec(const std::shared_ptr<cluster_router>& r, std::uint16_t slot, request req, bool acknowledged,
+namespace {
+
+// The routed way: a coroutine that follows redirections.
+void spawn_routed(const std::shared_ptr<cluster_router>& r, std::uint16_t slot, request req, bool acknowledged,
                   exec_done done) {
   asio::co_spawn(r->executor(), routed(r, slot, std::move(req), acknowledged),
                  [done = std::move(done)](std::exception_ptr e, std::tuple<error_code, response, replica_acks> out) {
@@ -730,6 +733,40 @@ void cluster_exec(const std::shared_ptr<cluster_router>& r, std::uint16_t slot, 
                    auto& [ec, resp, acks] = out;
                    done(ec, std::move(resp), acks);
                  });
+}
+
+}  // namespace
+
+void cluster_exec(const std::shared_ptr<cluster_router>& r, std::uint16_t slot, request req, bool acknowledged,
+                  exec_done done) {
+  auto node = r->owner(slot);
+  if (!node || lost_link(*node)) return spawn_routed(r, slot, std::move(req), acknowledged, std::move(done));
+  // The usual way: queued on the master's connection before this returns
+  // (so calls keep the order they were made in), with a copy kept in case
+  // the reply redirects it.
+  auto sent = req;
+  auto on_reply = [r, node, slot, req = std::move(req), acknowledged, done = std::move(done)](
+                      error_code ec, response resp, replica_acks acks) mutable {
+    if (ec) {
+      if (is_connection_error(ec)) r->refresh_soon();
+      if (ec != condition::not_sent || ec == error::shutting_down) return done(ec, {}, {});
+      return spawn_routed(r, slot, std::move(req), acknowledged, std::move(done));  // never written
+    }
+    auto v = judge(resp, node->at);
+    if (v.mixed) return done(error::outcome_unknown, {}, {});
+    if (v.how.what == redirect::kind::none) return done({}, std::move(resp), acks);
+    if (v.how.what == redirect::kind::moved) r->learn(v.how.slot, v.how.to);
+    spawn_routed(r, slot, std::move(req), acknowledged, std::move(done));  // it did not run there
+  };
+  if (acknowledged) {
+    node->backend->async_exec_acknowledged(std::string_view(), std::move(sent),
+                                           asio::bind_executor(r->executor(), std::move(on_reply)));
+  } else {
+    node->backend->async_exec(std::move(sent), asio::bind_executor(r->executor(), [on_reply = std::move(on_reply)](
+                                                                                 error_code ec, response resp) mutable {
+                                on_reply(ec, std::move(resp), replica_acks{});
+                              }));
+  }
 }
 
 void cluster_eval(const std::shared_ptr<cluster_router>& r, const script& s, std::vector<std::string> keys,

@@ -448,7 +448,9 @@ TEST_CASE("a release while its slot's keys are half migrated waits out TRYAGAIN"
 TEST_CASE("replica acknowledgement on a cluster: WAIT on the master of the lock's slot", "[cluster][acknowledge]") {
   dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 1});
   auto cfg = dlock::redis::parse_cluster_url(cluster.url());
-  cfg.node.acknowledge = dlock::redis::replica_ack{dlock::redis::replica_ack::all, scaled(500ms)};
+  // Long enough for a replica on a busy machine; a paused one waits it out.
+  cfg.node.acknowledge = dlock::redis::replica_ack{dlock::redis::replica_ack::all, scaled(2s)};
+  cfg.node.command_timeout = scaled(10s);
   dlock::ClusterBackend backend(cfg);
   REQUIRE(backend.acknowledges());
   const auto master = cluster.masters().front();
@@ -471,7 +473,7 @@ TEST_CASE("replica acknowledgement on a cluster: WAIT on the master of the lock'
   const auto elsewhere_name = name_on(cluster, other_master(cluster, master), "acked-elsewhere");
   cluster.node(replica).pause();
   std::error_code lock_ec;
-  auto hold = lock.try_acquire_for(scaled(1500ms), lock_ec);
+  auto hold = lock.try_acquire_for(scaled(3s), lock_ec);
   CHECK_FALSE(hold);
   CHECK(lock_ec == dlock::error::not_acknowledged);
   CHECK(cluster.node(master).command({"EXISTS", lock_name}) == "0");  // given back

@@ -98,6 +98,12 @@ auto initiate_through_function(CompletionToken&& token, asio::any_io_executor fa
 ///   again;
 /// - a script whose keys lie in different slots is refused before it is
 ///   sent (error::cross_slot; the blocking forms name the keys);
+/// - the backend contract's ordering rule holds for calls that go straight
+///   to their slot's master (the usual case: each is queued on that
+///   master's connection before the call returns); a call that is
+///   redirected, or waits for a fresh map, is sent again later and may then
+///   reach its master after calls made after it, which the ownerships'
+///   owner checks allow for (as on an acknowledgement lane);
 /// - waits use sharded pub/sub (`SSUBSCRIBE`, and `SPUBLISH` in the
 ///   scripts), so a release's message reaches only the shard that owns the
 ///   lock's slot. When a slot moves, its old master drops the shard
