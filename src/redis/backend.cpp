@@ -11,29 +11,9 @@
 
 #include <dlock/detail/random.hpp>
 
+#include "blocking_wait.hpp"
+
 namespace dlock {
-namespace {
-
-// Waits for an async operation started by `start(callback)`; the callback
-// receives (error_code, T).
-template <class T, class Start>
-std::pair<std::error_code, T> wait_for(Start&& start) {
-  std::promise<std::pair<std::error_code, T>> done;
-  auto result = done.get_future();
-  start([&done](redis::error_code ec, T v) { done.set_value({ec, std::move(v)}); });
-  return result.get();
-}
-
-template <class T>
-T value_or_throw(std::pair<std::error_code, T> r, const char* what) {
-  if (!r.first) return std::move(r.second);
-  if constexpr (std::is_same_v<T, redis::value>) {
-    if (r.first == error::server_error) throw std::system_error(r.first, r.second.str);
-  }
-  throw std::system_error(r.first, what);
-}
-
-}  // namespace
 
 namespace redis::detail {
 
@@ -149,7 +129,7 @@ void RedisBackend::server_moved(const redis::address& to) {
 }
 
 void RedisBackend::wait_first_connect() {
-  auto r = wait_for<int>([this](auto cb) {
+  auto r = redis::detail::wait_for<int>([this](auto cb) {
     commands_->async_wait_connected([cb = std::move(cb)](redis::error_code ec) mutable { cb(ec, 0); });
   });
   if (r.first)
@@ -265,7 +245,7 @@ std::pair<std::error_code, T> RedisBackend::blocking_call(Direct&& direct, Share
   auto c = take_blocking();
   auto [ec, v] = direct(*c);
   give_back(std::move(c));
-  if (ec == condition::not_sent) return wait_for<T>(std::forward<Shared>(shared));
+  if (ec == condition::not_sent) return redis::detail::wait_for<T>(std::forward<Shared>(shared));
   return {ec, std::move(v)};
 }
 
@@ -277,7 +257,7 @@ redis::response RedisBackend::exec(redis::request req, std::error_code& ec) {
 }
 
 redis::response RedisBackend::exec(redis::request req) {
-  return value_or_throw(
+  return redis::detail::value_or_throw(
       blocking_call<redis::response>([&](redis::blocking_connection& c) { return c.exec(req); },
                                      [&](auto cb) { commands_->async_exec(std::move(req), std::move(cb)); }),
       "Redis request failed");
@@ -297,7 +277,7 @@ redis::value RedisBackend::command(redis::request req, std::error_code& ec) {
 redis::value RedisBackend::command(redis::request req) {
   std::error_code ec;
   auto v = command(std::move(req), ec);
-  if (ec) value_or_throw(std::pair{ec, std::move(v)}, "Redis command failed");
+  if (ec) redis::detail::value_or_throw(std::pair{ec, std::move(v)}, "Redis command failed");
   return v;
 }
 
@@ -314,7 +294,7 @@ redis::value RedisBackend::eval(const redis::script& s, std::vector<std::string>
                                 std::vector<std::string> args) {
   std::error_code ec;
   auto v = eval(s, std::move(keys), std::move(args), ec);
-  if (ec) value_or_throw(std::pair{ec, std::move(v)}, "Redis script failed");
+  if (ec) redis::detail::value_or_throw(std::pair{ec, std::move(v)}, "Redis script failed");
   return v;
 }
 

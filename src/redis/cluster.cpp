@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "ask_once.hpp"
+#include "blocking_wait.hpp"
 
 namespace dlock::redis::detail {
 namespace {
@@ -479,7 +480,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
       e.pending.clear();
     }
     for (auto& [done, s] : confirmed) done({}, std::move(s));
-    for (auto& l : told) call(channel, l, std::nullopt);
+    for (auto& l : told) call_listener(channel, l, std::nullopt);
   }
 
   // A subscribe that failed: the new listeners hear the error; listeners
@@ -507,7 +508,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
       }
     }
     for (auto& d : failed) d(ec, subscription());
-    for (auto& l : told) call(channel, l, std::nullopt);
+    for (auto& l : told) call_listener(channel, l, std::nullopt);
     if (!retry) return;
     auto timer = std::make_shared<asio::steady_timer>(ex_, cfg_.node.reconnect_wait_max);
     timer->async_wait([self = shared_from_this(), timer, channel, attempt](error_code) {
@@ -553,17 +554,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
     // A node's subscriber reconnected or cannot: its master may have
     // failed over, so the map is read again.
     if (!message) refresh_soon();
-    for (auto& l : targets) call(channel, l, message);
-  }
-
-  static void call(const std::string& channel, const listener& l, std::optional<std::string_view> m) {
-    try {
-      l(m);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored): %s\n", channel.c_str(), e.what());
-    } catch (...) {
-      std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored)\n", channel.c_str());
-    }
+    for (auto& l : targets) call_listener(channel, l, message);
   }
 
   asio::any_io_executor ex_;
@@ -952,25 +943,6 @@ redis::cluster_config checked(redis::cluster_config cfg) {
   return cfg;
 }
 
-// Waits for a callback-style operation: `start(callback)`, the callback
-// receiving (error_code, T).
-template <class T, class Start>
-std::pair<std::error_code, T> wait_for(Start&& start) {
-  std::promise<std::pair<std::error_code, T>> done;
-  auto result = done.get_future();
-  start([&done](redis::error_code ec, T v) { done.set_value({ec, std::move(v)}); });
-  return result.get();
-}
-
-template <class T>
-T value_or_throw(std::pair<std::error_code, T> r, const char* what) {
-  if (!r.first) return std::move(r.second);
-  if constexpr (std::is_same_v<T, redis::value>) {
-    if (r.first == error::server_error) throw std::system_error(r.first, r.second.str);
-  }
-  throw std::system_error(r.first, what);
-}
-
 }  // namespace
 
 struct ClusterBackend::blocking_scope::node_scope {
@@ -1103,15 +1075,15 @@ ClusterBackend::blocking_exec_acknowledged(std::string_view key, const redis::re
 
 redis::response ClusterBackend::exec(std::string_view key, redis::request req, std::error_code& ec) {
   check_not_io_thread();
-  auto r = wait_for<redis::response>([&](auto cb) { async_exec(key, std::move(req), std::move(cb)); });
+  auto r = redis::detail::wait_for<redis::response>([&](auto cb) { async_exec(key, std::move(req), std::move(cb)); });
   ec = r.first;
   return std::move(r.second);
 }
 
 redis::response ClusterBackend::exec(std::string_view key, redis::request req) {
   check_not_io_thread();
-  return value_or_throw(
-      wait_for<redis::response>([&](auto cb) { async_exec(key, std::move(req), std::move(cb)); }),
+  return redis::detail::value_or_throw(
+      redis::detail::wait_for<redis::response>([&](auto cb) { async_exec(key, std::move(req), std::move(cb)); }),
       "Redis Cluster request failed");
 }
 
@@ -1125,14 +1097,14 @@ redis::value ClusterBackend::command(std::string_view key, redis::request req, s
 redis::value ClusterBackend::command(std::string_view key, redis::request req) {
   std::error_code ec;
   auto v = command(key, std::move(req), ec);
-  if (ec) value_or_throw(std::pair{ec, std::move(v)}, "Redis Cluster command failed");
+  if (ec) redis::detail::value_or_throw(std::pair{ec, std::move(v)}, "Redis Cluster command failed");
   return v;
 }
 
 redis::value ClusterBackend::eval(const redis::script& s, std::vector<std::string> keys,
                                   std::vector<std::string> args, std::error_code& ec) {
   check_not_io_thread();
-  auto r = wait_for<redis::value>(
+  auto r = redis::detail::wait_for<redis::value>(
       [&](auto cb) { async_eval(s, std::move(keys), std::move(args), std::move(cb)); });
   ec = r.first;
   return std::move(r.second);
@@ -1144,7 +1116,7 @@ redis::value ClusterBackend::eval(const redis::script& s, std::vector<std::strin
     throw std::system_error(make_error_code(error::cross_slot), redis::detail::cross_slot_message(keys));
   std::error_code ec;
   auto v = eval(s, std::move(keys), std::move(args), ec);
-  if (ec) value_or_throw(std::pair{ec, std::move(v)}, "Redis Cluster script failed");
+  if (ec) redis::detail::value_or_throw(std::pair{ec, std::move(v)}, "Redis Cluster script failed");
   return v;
 }
 

@@ -200,6 +200,24 @@ std::string masked_credentials(const config& cfg) {
   return cfg.user + (cfg.password.empty() ? "" : ":***") + "@";
 }
 
+// "host[:port],host[:port],...": `what` names an entry in messages
+// ("sentinel", "node").
+std::vector<address> parse_hosts(std::string_view list, std::uint16_t default_port, const char* what) {
+  std::vector<address> out;
+  for (std::size_t start = 0;;) {
+    auto comma = list.find(',', start);
+    auto one = list.substr(start, comma == npos ? npos : comma - start);
+    if (one.empty())
+      throw url_error{std::string("an empty ") + what + " address in the list \"" + std::string(list) + "\""};
+    config node;
+    node.port = default_port;
+    parse_tcp(one, node);
+    out.push_back(address::of(node));
+    if (comma == npos) return out;
+    start = comma + 1;
+  }
+}
+
 }  // namespace
 
 config parse_url(std::string_view url, std::error_code& ec, std::string* why) {
@@ -255,17 +273,7 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
       rest = rest.substr(0, slash);
     }
     if (rest.empty()) throw url_error{"no sentinel host"};
-    for (std::size_t start = 0;;) {
-      auto comma = rest.find(',', start);
-      auto one = rest.substr(start, comma == npos ? npos : comma - start);
-      if (one.empty()) throw url_error{"an empty sentinel address in the list \"" + std::string(rest) + "\""};
-      config node;
-      node.port = default_sentinel_port;
-      parse_tcp(one, node);
-      out.sentinels.push_back(address::of(node));
-      if (comma == npos) break;
-      start = comma + 1;
-    }
+    out.sentinels = parse_hosts(rest, default_sentinel_port, "sentinel");
   } catch (const url_error& e) {
     ec = make_error_code(error::invalid_url);
     if (why) *why = "invalid Sentinel URL \"" + masked(url) + "\": " + e.why;
@@ -313,16 +321,7 @@ cluster_config parse_cluster_url(std::string_view url, std::error_code& ec, std:
       rest = rest.substr(0, slash);
     }
     if (rest.empty()) throw url_error{"no seed node"};
-    for (std::size_t start = 0;;) {
-      auto comma = rest.find(',', start);
-      auto one = rest.substr(start, comma == npos ? npos : comma - start);
-      if (one.empty()) throw url_error{"an empty node address in the list \"" + std::string(rest) + "\""};
-      config node;
-      parse_tcp(one, node);
-      out.seeds.push_back(address::of(node));
-      if (comma == npos) break;
-      start = comma + 1;
-    }
+    out.seeds = parse_hosts(rest, default_tcp_port, "node");
   } catch (const url_error& e) {
     ec = make_error_code(error::invalid_url);
     if (why) *why = "invalid Redis Cluster URL \"" + masked(url) + "\": " + e.why;

@@ -255,15 +255,7 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
     if (it == channels_.end()) return;
     std::vector<listener> targets;
     for (auto& [id, l] : it->second.listeners) targets.push_back(l);
-    for (auto& l : targets) {
-      try {
-        l(message);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored): %s\n", channel.c_str(), e.what());
-      } catch (...) {
-        std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored)\n", channel.c_str());
-      }
-    }
+    for (auto& l : targets) call_listener(channel, l, message);
   }
 
   void on_connect() {
@@ -289,6 +281,16 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
   bool stopped_ = false;
   std::atomic<std::size_t> channel_count_{0};  // readable from any thread
 };
+
+void call_listener(const std::string& channel, const listener& l, std::optional<std::string_view> message) noexcept {
+  try {
+    l(message);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored): %s\n", channel.c_str(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "dlock: a listener of channel \"%s\" threw (ignored)\n", channel.c_str());
+  }
+}
 
 void subscribe(const std::shared_ptr<subscriber_impl>& impl, std::string channel, listener l,
                std::function<void(error_code, subscription)> done) {

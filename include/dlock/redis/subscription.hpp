@@ -41,6 +41,13 @@ class subscription_owner {
 /// reported on stderr and ignored.
 using listener = std::function<void(std::optional<std::string_view> message)>;
 
+namespace detail {
+/// Calls `l`; an exception it throws is reported on stderr, naming
+/// `channel`, and ignored (a listener runs inside a connection's read loop,
+/// where it would cut every other listener off).
+void call_listener(const std::string& channel, const listener& l, std::optional<std::string_view> message) noexcept;
+}  // namespace detail
+
 /// Keeps one listener registered. Move-only; destroying it (or reset())
 /// removes the listener, and the last one of a channel unsubscribes it.
 class subscription {
