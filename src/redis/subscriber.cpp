@@ -77,9 +77,12 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
     // connection failed) is no longer counted.
     if (sharded()) ++unsubscribes_in_flight_[channel];
     std::weak_ptr<subscriber_impl> weak = weak_from_this();
-    conn_.async_exec(std::move(req), [weak, channel](error_code ec, response) {
+    // An error reply (MOVED: the node no longer serves the slot) answers it
+    // without a "sunsubscribe" frame, so on_push never counted it.
+    conn_.async_exec(std::move(req), [weak, channel](error_code ec, response r) {
       auto self = weak.lock();
-      if (!self || !ec || !self->sharded()) return;
+      if (!self || !self->sharded()) return;
+      if (!ec && !(r.size() == 1 && r[0].is_error())) return;
       auto it = self->unsubscribes_in_flight_.find(channel);
       if (it != self->unsubscribes_in_flight_.end() && --it->second == 0) self->unsubscribes_in_flight_.erase(it);
     });
