@@ -1,0 +1,580 @@
+// ClusterBackend's router: the slot map and how it is read, the node table
+// (a RedisBackend per master), the sharded subscriptions that follow their
+// slots, and the small readers of a node's replies that the routing and the
+// blocking forms share. Internal to libdlock.
+#pragma once
+
+#include <dlock/backend/cluster.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "ask_once.hpp"
+
+namespace dlock::redis::detail {
+
+using cluster_clock = std::chrono::steady_clock;
+using dlock::detail::key_slot;
+inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+inline constexpr std::uint16_t no_node = 0xFFFF;
+
+// Slot maps are read again after a MOVED at most this often (the MOVED
+// itself updates its slot at once).
+inline constexpr std::chrono::milliseconds min_refresh_gap{100};
+
+// `req` with ASKING ahead of each command (an ASK redirection: ASKING lets
+// only the command right after it through).
+inline request with_asking(const request& req) {
+  parser p(parser_limits{std::size_t(-1) >> 1, std::size_t(-1) >> 1, 16, std::size_t(-1) >> 1});
+  request out;
+  std::string_view rest = req.payload();
+  std::vector<std::string_view> args;
+  while (!rest.empty()) {
+    auto r = p.parse(rest);
+    rest.remove_prefix(r.consumed);
+    if (r.ec || (!r.reply && r.consumed == 0)) break;  // our own encoding: cannot happen
+    if (!r.reply) continue;
+    args.clear();
+    for (auto& e : r.reply->elements) args.push_back(e.str);
+    out.push("ASKING");
+    out.push_args(args);
+  }
+  return out;
+}
+
+// The replies to a request sent with_asking, without ASKING's: nullopt
+// when an ASKING was refused.
+inline std::optional<response> without_asking(response r) {
+  response out;
+  for (std::size_t i = 0; i + 1 < r.size(); i += 2) {
+    if (r[i].is_error()) return std::nullopt;
+    out.push_back(std::move(r[i + 1]));
+  }
+  return out;
+}
+
+// What a response says as a whole: every reply redirects the same way (the
+// command did not run there), none does, or some do (part of it ran).
+struct verdict {
+  redirect how;
+  bool mixed = false;
+};
+
+inline verdict judge(const response& r, const address& from) {
+  verdict v;
+  bool any_plain = false;
+  for (auto& reply : r) {
+    auto red = read_redirect(reply, from);
+    if (red.what == redirect::kind::none) {
+      any_plain = true;
+    } else if (v.how.what == redirect::kind::none) {
+      v.how = red;
+    }
+  }
+  if (v.how.what != redirect::kind::none && any_plain) v.mixed = true;
+  return v;
+}
+
+inline bool is_connection_error(const error_code& ec) {
+  return ec == condition::not_sent || ec == error::outcome_unknown || ec == error::not_master;
+}
+
+// (The three above are also used by ClusterBackend's blocking forms.)
+
+inline bool keys_in_one_slot(const std::vector<std::string>& keys) {
+  for (auto& k : keys)
+    if (key_slot(k) != key_slot(keys.front())) return false;
+  return true;
+}
+
+struct cluster_node {
+  address at;
+  std::unique_ptr<RedisBackend> backend;
+};
+
+// A node whose command connection was up and is down now (it died, or the
+// network dropped): commands queued there wait for it up to their timeout.
+inline bool lost_link(const cluster_node& n) {
+  auto s = n.backend->connection().statistics();
+  return s.connects > 0 && !s.up;
+}
+
+// The slot map, the nodes, and the sharded subscriptions. Every member may
+// be called from any thread (one mutex); callbacks run on the executor.
+class cluster_router final : public subscription_owner, public std::enable_shared_from_this<cluster_router> {
+ public:
+  cluster_router(asio::any_io_executor ex, cluster_config cfg)
+      : ex_(std::move(ex)), cfg_(std::move(cfg)), owner_(cluster_slots, no_node) {
+    node_cfg_ = cfg_.node;
+    node_cfg_.source.reset();
+    node_cfg_.require_master = true;
+    node_cfg_.sharded_pubsub = true;
+  }
+
+  const asio::any_io_executor& executor() const noexcept { return ex_; }
+  const cluster_config& settings() const noexcept { return cfg_; }
+
+  // ---- the map -----------------------------------------------------------
+
+  std::shared_ptr<cluster_node> owner(std::uint16_t slot) const {
+    std::lock_guard g(m_);
+    auto i = owner_[slot];
+    return i == no_node ? nullptr : nodes_[i];
+  }
+
+  std::vector<address> masters() const {
+    std::lock_guard g(m_);
+    std::vector<address> out;
+    std::vector<bool> seen(nodes_.size());
+    for (auto i : owner_)
+      if (i != no_node && !seen[i]) {
+        seen[i] = true;
+        out.push_back(nodes_[i]->at);
+      }
+    return out;
+  }
+
+  // The node at `a`, made (connecting in the background) when new. Nodes
+  // stay until the router goes: an operation may hold one at any time.
+  std::shared_ptr<cluster_node> node_at(const address& a) {
+    std::lock_guard g(m_);
+    return nodes_[index_of(a)];
+  }
+
+  // A MOVED reply: the slot is at `to` now.
+  void learn(std::uint16_t slot, const address& to) {
+    ++moved_;
+    std::vector<std::string> moving;
+    {
+      std::lock_guard g(m_);
+      owner_[slot] = index_of(to);
+      moving = channels_off_map();
+    }
+    for (auto& ch : moving) resubscribe(ch);
+    refresh_soon();
+  }
+
+  void note_ask() { ++asked_; }
+
+  // Reads the map again (one read at a time; callers meanwhile share it),
+  // then calls `done` with its outcome.
+  void refresh(std::function<void(error_code)> done) {
+    {
+      std::lock_guard g(m_);
+      if (stopped_) {
+        asio::post(ex_, [done = std::move(done)] { done(error::shutting_down); });
+        return;
+      }
+      if (done) refresh_waiters_.push_back(std::move(done));
+      if (refreshing_) return;
+      refreshing_ = true;
+    }
+    asio::co_spawn(ex_, read_map(shared_from_this()), [self = shared_from_this()](std::exception_ptr e, error_code ec) {
+      if (e) ec = error::cluster_down;
+      self->map_read(ec);
+    });
+  }
+
+  // A read of the map in the background, unless one ran a moment ago.
+  void refresh_soon() {
+    {
+      std::lock_guard g(m_);
+      if (refreshing_ || cluster_clock::now() - last_read_ < min_refresh_gap) return;
+    }
+    refresh(nullptr);
+  }
+
+  // `done` once there is a map (at once when there is one).
+  void with_map(std::function<void(error_code)> done) {
+    bool known = false;
+    {
+      std::lock_guard g(m_);
+      known = have_map_;
+    }
+    if (known) return done({});
+    refresh(std::move(done));
+  }
+
+  std::size_t map_reads() const noexcept { return reads_.load(); }
+  std::size_t moved_followed() const noexcept { return moved_.load(); }
+  std::size_t ask_followed() const noexcept { return asked_.load(); }
+
+  // Stops every node's connections: what is queued or sent later completes
+  // with shutting_down.
+  void stop() {
+    std::vector<std::shared_ptr<cluster_node>> nodes;
+    std::vector<subscription> subs;
+    {
+      std::lock_guard g(m_);
+      stopped_ = true;
+      nodes = nodes_;
+      for (auto& [name, e] : channels_) subs.push_back(std::move(e.node_sub));
+      channels_.clear();
+      channel_count_ = 0;
+    }
+    subs.clear();
+    for (auto& n : nodes) n->backend->stop();
+  }
+
+  bool stopped() const {
+    std::lock_guard g(m_);
+    return stopped_;
+  }
+
+  // ---- sharded subscriptions ---------------------------------------------
+
+  void subscribe(std::string channel, listener l, subscribe_done done) {
+    bool start = false;
+    {
+      std::lock_guard g(m_);
+      if (stopped_) {
+        asio::post(ex_, [done = std::move(done)] { done(error::shutting_down, subscription()); });
+        return;
+      }
+      auto [it, created] = channels_.try_emplace(channel);
+      auto& e = it->second;
+      if (created) {
+        e.slot = key_slot(channel);
+        channel_count_ = channels_.size();
+      }
+      auto id = ++next_id_;
+      if (e.confirmed) {
+        e.listeners.emplace(id, std::move(l));
+        auto sub = make_subscription(weak_from_this(), channel, id);
+        asio::post(ex_, [done = std::move(done), sub = std::move(sub)]() mutable { done({}, std::move(sub)); });
+        return;
+      }
+      e.pending.emplace(id, pending_listener{std::move(l), std::move(done)});
+      start = !e.subscribing;
+      if (start) e.subscribing = true;
+    }
+    if (start) subscribe_at_owner(channel, 0);
+  }
+
+  void remove_listener(std::string channel, std::uint64_t id) noexcept override {
+    subscription dropped;
+    {
+      std::lock_guard g(m_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end()) return;
+      auto& e = it->second;
+      e.listeners.erase(id);
+      e.pending.erase(id);
+      if (!e.listeners.empty() || !e.pending.empty()) return;
+      dropped = std::move(e.node_sub);
+      channels_.erase(it);
+      channel_count_ = channels_.size();
+    }
+  }
+
+  std::size_t channel_count() const {
+    std::lock_guard g(m_);
+    return channel_count_;
+  }
+
+ private:
+  struct pending_listener {
+    listener l;
+    subscribe_done done;
+  };
+  struct channel_entry {
+    std::uint16_t slot = 0;
+    std::map<std::uint64_t, listener> listeners;         // confirmed
+    std::map<std::uint64_t, pending_listener> pending;   // waiting for a subscription
+    std::shared_ptr<cluster_node> at;                    // where it is subscribed (or being)
+    subscription node_sub;                               // that node's subscription
+    std::uint64_t generation = 0;                        // of the newest subscribe attempt
+    bool confirmed = false;
+    bool subscribing = false;
+    bool told_deaf = false;
+  };
+
+  // Under m_.
+  std::uint16_t index_of(const address& a) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i]->at == a) return static_cast<std::uint16_t>(i);
+    auto cfg = node_cfg_;
+    cfg.kind = a.kind;
+    cfg.host = a.host;
+    cfg.port = a.port;
+    cfg.path = a.path;
+    auto n = std::make_shared<cluster_node>();
+    n->at = a;
+    n->backend = std::make_unique<RedisBackend>(ex_, cfg);
+    if (stopped_) n->backend->stop();
+    std::weak_ptr<cluster_router> weak = weak_from_this();
+    std::weak_ptr<cluster_node> weak_node = n;
+    n->backend->subscriber().set_channel_lost_handler([weak, weak_node](const std::string& channel) {
+      auto self = weak.lock();
+      auto node = weak_node.lock();
+      if (self && node) self->channel_lost(node, channel);
+    });
+    nodes_.push_back(std::move(n));
+    return static_cast<std::uint16_t>(nodes_.size() - 1);
+  }
+
+  // Under m_: confirmed channels whose slot the map gives to another node.
+  std::vector<std::string> channels_off_map() {
+    std::vector<std::string> out;
+    for (auto& [name, e] : channels_) {
+      if (!e.confirmed || !e.at) continue;
+      auto i = owner_[e.slot];
+      if (i != no_node && nodes_[i] != e.at) out.push_back(name);
+    }
+    return out;
+  }
+
+  // The nodes to ask for the map: the masters of the map, then the seeds,
+  // then every other node met.
+  std::vector<address> candidates() const {
+    std::vector<address> out = masters();
+    std::lock_guard g(m_);
+    auto add = [&](const address& a) {
+      if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+    };
+    for (auto& s : cfg_.seeds) add(s);
+    for (auto& n : nodes_) add(n->at);
+    return out;
+  }
+
+  static asio::awaitable<error_code> read_map(std::shared_ptr<cluster_router> self) {
+    error_code last = error::cluster_down;
+    for (const auto& a : self->candidates()) {
+      if (self->stopped()) co_return error_code(error::shutting_down);
+      for (const char* how : {"SHARDS", "SLOTS"}) {
+        request req;
+        push_auth(req, self->cfg_.node.user, self->cfg_.node.password);
+        req.push("CLUSTER", how);
+        auto [ec, r] = co_await ask_once(a, req, self->cfg_.node.connect_timeout, self->cfg_.node.limits);
+        if (ec) {
+          last = ec;
+          break;
+        }
+        if (r.size() != req.size()) {
+          last = error::unexpected_reply;
+          break;
+        }
+        if (r.size() == 2 && refuses_auth(r[0])) co_return error_code(error::auth_failed);
+        const auto& reply = r.back();
+        if (reply.is_error()) {
+          last = error::cluster_down;  // not a cluster node, or no CLUSTER SHARDS: try SLOTS
+          continue;
+        }
+        auto shards = std::string_view(how) == "SHARDS" ? read_cluster_shards(reply, a) : read_cluster_slots(reply, a);
+        if (!shards || shards->empty()) {
+          last = error::cluster_down;
+          break;
+        }
+        self->apply(*shards);
+        co_return error_code{};
+      }
+    }
+    co_return last;
+  }
+
+  void apply(const std::vector<cluster_shard>& shards) {
+    std::vector<std::string> moving;
+    {
+      std::lock_guard g(m_);
+      std::vector<std::uint16_t> fresh(cluster_slots, no_node);
+      for (auto& s : shards) {
+        auto i = index_of(s.master);
+        for (auto [first, last] : s.ranges)
+          for (std::size_t slot = first; slot <= last; ++slot) fresh[slot] = i;
+      }
+      owner_.swap(fresh);
+      have_map_ = true;
+      moving = channels_off_map();
+    }
+    ++reads_;
+    for (auto& ch : moving) resubscribe(ch);
+  }
+
+  void map_read(error_code ec) {
+    std::vector<std::function<void(error_code)>> waiters;
+    {
+      std::lock_guard g(m_);
+      refreshing_ = false;
+      last_read_ = cluster_clock::now();
+      waiters.swap(refresh_waiters_);
+    }
+    for (auto& w : waiters) w(ec);
+  }
+
+  // Subscribes `channel` at the master of its slot (reading the map first
+  // when there is none for it).
+  void subscribe_at_owner(const std::string& channel, int attempt) {
+    std::uint16_t slot = key_slot(channel);
+    auto node = owner(slot);
+    if (!node) {
+      refresh([self = shared_from_this(), channel, attempt, slot](error_code ec) {
+        if (!ec && self->owner(slot)) return self->subscribe_at_owner(channel, attempt);
+        self->subscribe_failed(channel, ec ? ec : error_code(error::cluster_down), attempt);
+      });
+      return;
+    }
+    std::uint64_t generation = 0;
+    {
+      std::lock_guard g(m_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end()) return;
+      it->second.at = node;
+      generation = ++it->second.generation;
+    }
+    std::weak_ptr<cluster_router> weak = weak_from_this();
+    listener forward = [weak, channel](std::optional<std::string_view> m) {
+      if (auto self = weak.lock()) self->deliver(channel, m);
+    };
+    node->backend->async_subscribe(
+        channel, std::move(forward),
+        asio::bind_executor(ex_, [self = shared_from_this(), channel, node, generation, attempt](error_code ec,
+                                                                                               subscription sub) {
+          self->subscribed(channel, node, generation, attempt, ec, std::move(sub));
+        }));
+  }
+
+  void subscribed(const std::string& channel, const std::shared_ptr<cluster_node>& node, std::uint64_t generation,
+                  int attempt, error_code ec, subscription sub) {
+    if (ec) {
+      {
+        std::lock_guard g(m_);
+        auto it = channels_.find(channel);
+        if (it == channels_.end() || it->second.generation != generation) return;
+      }
+      if ((ec == error::slot_moved || is_connection_error(ec)) && ec != error::shutting_down &&
+          attempt < cfg_.max_redirects) {
+        // The map is stale, or the master is gone: read it, then try where
+        // it says.
+        refresh([self = shared_from_this(), channel, attempt](error_code) {
+          self->subscribe_at_owner(channel, attempt + 1);
+        });
+        return;
+      }
+      subscribe_failed(channel, ec, attempt);
+      return;
+    }
+    std::vector<std::pair<subscribe_done, subscription>> confirmed;
+    std::vector<listener> told;
+    {
+      std::lock_guard g(m_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end() || it->second.generation != generation || stopped_) return;  // sub unsubscribes
+      auto& e = it->second;
+      e.node_sub = std::move(sub);
+      e.at = node;
+      e.confirmed = true;
+      e.subscribing = false;
+      e.told_deaf = false;
+      // Listeners from before a move may have missed a message meanwhile.
+      for (auto& [id, l] : e.listeners) told.push_back(l);
+      for (auto& [id, p] : e.pending) {
+        e.listeners.emplace(id, std::move(p.l));
+        confirmed.emplace_back(std::move(p.done), make_subscription(weak_from_this(), channel, id));
+      }
+      e.pending.clear();
+    }
+    for (auto& [done, s] : confirmed) done({}, std::move(s));
+    for (auto& l : told) call_listener(channel, l, std::nullopt);
+  }
+
+  // A subscribe that failed: the new listeners hear the error; listeners
+  // from before (a move) hear once that they may miss messages, and it is
+  // tried again after a pause.
+  void subscribe_failed(const std::string& channel, error_code ec, int attempt) {
+    std::vector<subscribe_done> failed;
+    std::vector<listener> told;
+    bool retry = false;
+    {
+      std::lock_guard g(m_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end()) return;
+      auto& e = it->second;
+      for (auto& [id, p] : e.pending) failed.push_back(std::move(p.done));
+      e.pending.clear();
+      if (e.listeners.empty()) {
+        channels_.erase(it);
+        channel_count_ = channels_.size();
+      } else {
+        retry = !stopped_;
+        if (!e.told_deaf)
+          for (auto& [id, l] : e.listeners) told.push_back(l);
+        e.told_deaf = true;
+      }
+    }
+    for (auto& d : failed) d(ec, subscription());
+    for (auto& l : told) call_listener(channel, l, std::nullopt);
+    if (!retry) return;
+    auto timer = std::make_shared<asio::steady_timer>(ex_, cfg_.node.reconnect_wait_max);
+    timer->async_wait([self = shared_from_this(), timer, channel, attempt](error_code) {
+      self->refresh([self, channel, attempt](error_code) { self->subscribe_at_owner(channel, attempt + 1); });
+    });
+  }
+
+  // The node no longer serves `channel` (its slot moved): subscribe where
+  // the map says now, once it was read again.
+  void channel_lost(const std::shared_ptr<cluster_node>& node, const std::string& channel) {
+    {
+      std::lock_guard g(m_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end() || it->second.at != node) return;
+    }
+    refresh([self = shared_from_this(), channel](error_code) { self->resubscribe(channel); });
+  }
+
+  // Moves a confirmed channel to the master of its slot now.
+  void resubscribe(const std::string& channel) {
+    subscription old;
+    {
+      std::lock_guard g(m_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end() || it->second.subscribing || stopped_) return;
+      auto& e = it->second;
+      old = std::move(e.node_sub);
+      e.confirmed = false;
+      e.subscribing = true;
+    }
+    old.reset();
+    subscribe_at_owner(channel, 0);
+  }
+
+  void deliver(const std::string& channel, std::optional<std::string_view> message) {
+    std::vector<listener> targets;
+    {
+      std::lock_guard g(m_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end() || !it->second.confirmed) return;
+      for (auto& [id, l] : it->second.listeners) targets.push_back(l);
+    }
+    // A node's subscriber reconnected or cannot: its master may have
+    // failed over, so the map is read again.
+    if (!message) refresh_soon();
+    for (auto& l : targets) call_listener(channel, l, message);
+  }
+
+  asio::any_io_executor ex_;
+  cluster_config cfg_;
+  config node_cfg_;
+  mutable std::mutex m_;
+  std::vector<std::uint16_t> owner_;  // slot -> index in nodes_
+  std::vector<std::shared_ptr<cluster_node>> nodes_;
+  bool have_map_ = false;
+  bool refreshing_ = false;
+  bool stopped_ = false;
+  cluster_clock::time_point last_read_{};
+  std::vector<std::function<void(error_code)>> refresh_waiters_;
+  std::map<std::string, channel_entry> channels_;
+  std::size_t channel_count_ = 0;
+  std::uint64_t next_id_ = 0;
+  std::atomic<std::size_t> reads_{0}, moved_{0}, asked_{0};
+};
+
+}  // namespace dlock::redis::detail
