@@ -4,6 +4,7 @@
 // the shard that owns its channel's slot), and on which channel.
 #pragma once
 
+#include <concepts>
 #include <string>
 #include <string_view>
 
@@ -11,19 +12,20 @@
 
 namespace dlock::detail {
 
-/// Whether backend `B` carries a lock's messages on sharded pub/sub: its
-/// `static constexpr bool sharded_pubsub` (ClusterBackend's is true; a
-/// backend without one uses classic pub/sub).
+/// Whether `backend` carries a lock's messages on sharded pub/sub: its
+/// `sharded_pubsub()` member (ClusterBackend's says what its settings say,
+/// true unless told otherwise); a backend without one uses classic pub/sub.
 template <class B>
-constexpr bool sharded_pubsub() {
-  if constexpr (requires { B::sharded_pubsub; }) return static_cast<bool>(B::sharded_pubsub);
+bool sharded_pubsub(const B& backend) {
+  if constexpr (requires { { backend.sharded_pubsub() } -> std::convertible_to<bool>; })
+    return static_cast<bool>(backend.sharded_pubsub());
   else return false;
 }
 
 /// The command a script publishes with: SPUBLISH or PUBLISH.
 constexpr std::string_view publish_verb(bool sharded) { return sharded ? "SPUBLISH" : "PUBLISH"; }
 
-/// The channel where ownership `O`'s releases publish on backend `B`:
+/// The channel where ownership `O`'s releases publish on `backend`:
 /// `O::channel(name)`, except on sharded pub/sub when that channel lies in
 /// another cluster slot than the lock. A shard channel lives in the slot
 /// of its name, and a script may publish only in its keys' slot (a node
@@ -32,11 +34,10 @@ constexpr std::string_view publish_verb(bool sharded) { return sharded ? "SPUBLI
 /// in the lock's slot. Only names with braces get there (Redisson's
 /// "redisson_lock__channel:{a{b}c}" hashes "a{b", not the lock's "b").
 template <class O, class B>
-std::string release_channel(std::string_view name) {
+std::string release_channel(const B& backend, std::string_view name) {
   std::string channel = O::channel(name);
-  if constexpr (sharded_pubsub<B>()) {
-    if (!channel.empty() && key_slot(channel) != key_slot(name)) return same_slot_key(name, channel);
-  }
+  if (sharded_pubsub(backend) && !channel.empty() && key_slot(channel) != key_slot(name))
+    return same_slot_key(name, channel);
   return channel;
 }
 

@@ -34,7 +34,7 @@ class wait_steps {
   using record = record_t<O>;
 
   wait_steps(const W& w, B& backend, const O& ownership, const std::string& name)
-      : waiter_(w, backend, name, release_channel<O, B>(name)), ownership_(ownership) {}
+      : waiter_(w, backend, name, release_channel<O>(backend, name)), ownership_(ownership) {}
   ~wait_steps() { done(); }
   wait_steps(const wait_steps&) = delete;
   wait_steps& operator=(const wait_steps&) = delete;

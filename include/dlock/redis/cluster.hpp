@@ -41,6 +41,14 @@ struct cluster_config {
   /// before the command fails; within the command timeout in any case.
   std::chrono::milliseconds retry_pause{25};
   std::chrono::milliseconds retry_for{1000};
+  /// Waits on sharded pub/sub (SSUBSCRIBE, and SPUBLISH in the scripts:
+  /// a release reaches only its slot's shard). False: classic pub/sub
+  /// (SUBSCRIBE, PUBLISH), which the cluster copies to every node; for
+  /// Redisson clients told not to use sharded pub/sub
+  /// (`shardedSubscriptionMode` OFF) on the same locks, and to measure
+  /// what sharding saves. The subscriptions stay at the master of the
+  /// channel's slot either way.
+  bool sharded_pubsub = true;
 
   /// "redis://127.0.0.1:7000,127.0.0.1:7001", without the password.
   std::string describe() const;

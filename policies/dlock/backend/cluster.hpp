@@ -109,7 +109,8 @@ auto initiate_through_function(CompletionToken&& token, asio::any_io_executor fa
 ///   lock's slot. When a slot moves, its old master drops the shard
 ///   channel subscriptions of that slot (an unsolicited `sunsubscribe`):
 ///   they are subscribed again at the slot's new master at once, and their
-///   waiters look at the lock again;
+///   waiters look at the lock again (`settings().sharded_pubsub` false:
+///   classic pub/sub, whose messages the cluster copies to every node);
 /// - with replica acknowledgement (`settings().node.acknowledge`) a write
 ///   waits (`WAIT`) for the replicas of the master that took it.
 ///
@@ -118,9 +119,6 @@ auto initiate_through_function(CompletionToken&& token, asio::any_io_executor fa
 class ClusterBackend {
  public:
   using executor_type = boost::asio::any_io_executor;
-
-  /// Release and hand-off messages travel on sharded pub/sub.
-  static constexpr bool sharded_pubsub = true;
 
   /// Parses `url` (see redis::parse_cluster_url), starts a private I/O
   /// thread and reads the slot map from the first seed that answers.
@@ -144,6 +142,9 @@ class ClusterBackend {
   executor_type get_executor() const noexcept { return core_.get_executor(); }
   const std::string& client_id() const noexcept { return core_.client_id(); }
   const redis::cluster_config& settings() const noexcept { return cfg_; }
+  /// Whether release and hand-off messages travel on sharded pub/sub
+  /// (`settings().sharded_pubsub`, true unless told otherwise).
+  bool sharded_pubsub() const noexcept { return cfg_.sharded_pubsub; }
   bool on_io_thread() const noexcept { return core_.on_io_thread(); }
 
   template <class Service>

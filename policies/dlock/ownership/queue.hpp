@@ -169,6 +169,7 @@ end
   // (granted: the grant took no fencing token); {0, pttl, place}
   // held by another (and, with ARGV[3], this token is in the line at arrival
   // number `place`, its entry refreshed; place 0: not in the line).
+  static const redis::script& acquire_script(bool sharded) { return sharded ? acquire_script<true>() : acquire_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& acquire_script() {
     static const redis::script s(R"lua(
@@ -228,6 +229,7 @@ return {0, redis.call('PTTL', KEYS[1]), tonumber(place)}
   // a retry.
   // 1 released (and handed on), 0 not ours. A lock found free is handed on
   // too: its holder's lease ran out, and a waiter may be next.
+  static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
     static const redis::script s(detail::release_memory::remembered(prelude(3, Sharded) + R"lua(
@@ -245,6 +247,7 @@ if result == 1 or not holder then hand_on() end
   // KEYS[1] lock, KEYS[2] line, KEYS[3] entries; ARGV[1] token, ARGV[2]
   // channel. 1: the lock was granted to this token before it could leave
   // (it holds it now); 0: it left the line.
+  static const redis::script& leave_script(bool sharded) { return sharded ? leave_script<true>() : leave_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& leave_script() {
     static const redis::script s(prelude(2, Sharded) + R"lua(
@@ -264,6 +267,7 @@ return 0
   // line, then hands a free lock on (its holder's lease ran out). For each
   // waiter: its place (still waiting, entry refreshed), -1 (it holds the
   // lock: granted, its message may be lost) or 0 (not in the line).
+  static const redis::script& refresh_script(bool sharded) { return sharded ? refresh_script<true>() : refresh_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& refresh_script() {
     static const redis::script s(prelude(1, Sharded) + R"lua(
@@ -312,7 +316,7 @@ return out
   static script_call refresh_call(const std::string& name,
                                   const std::vector<std::pair<std::string, milliseconds>>& waiters,
                                   bool sharded = false) {
-    script_call call{sharded ? &refresh_script<true>() : &refresh_script<false>(),
+    script_call call{&refresh_script(sharded),
                      {name, queue_key(name), entries_key(name), seq_key(name)},
                      {channel(name)}};
     for (auto& [token, ttl] : waiters) {
@@ -351,7 +355,7 @@ return out
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
                                   std::to_string(line.entry_ttl.count()), channel(rec.name),
                                   backend.client_id(), detail::fence_arg(fencing)};
-    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script<detail::sharded_pubsub<B>()>(),
+    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(detail::sharded_pubsub(backend)),
                                                         std::move(keys), std::move(args));
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
@@ -394,7 +398,7 @@ return out
                                   detail::release_memory::key(rec)};
     std::vector<std::string> args{rec.owner, release_memory.ttl(), channel(rec.name),
                                   detail::release_memory::retry_flag(rec)};
-    auto [ec, v] = co_await detail::eval(backend, release_script<detail::sharded_pubsub<B>()>(), std::move(keys),
+    auto [ec, v] = co_await detail::eval(backend, release_script(detail::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
   }
@@ -406,7 +410,7 @@ return out
   asio::awaitable<std::pair<error_code, bool>> leave(B& backend, record& rec) const {
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name)};
     std::vector<std::string> args{rec.owner, channel(rec.name)};
-    auto [ec, v] = co_await detail::eval(backend, leave_script<detail::sharded_pubsub<B>()>(), std::move(keys),
+    auto [ec, v] = co_await detail::eval(backend, leave_script(detail::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     if (ec) co_return std::pair{ec, false};
     auto n = detail::integer_of(v);

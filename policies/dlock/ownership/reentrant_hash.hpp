@@ -105,6 +105,7 @@ return redis.call('PTTL', KEYS[1])
   // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
   // The held case, the usual one, asks one question (HEXISTS on a missing
   // key is 0 too, so EXISTS only tells "gone" from "another's").
+  static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
     static const redis::script s(detail::release_memory::remembered(R"lua(
@@ -197,8 +198,8 @@ return 0
     std::vector<std::string> keys{rec.name, detail::release_memory::key(rec)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
                                   release_memory.ttl(), detail::release_memory::retry_flag(rec),
-                                  detail::release_channel<ReentrantHash, B>(rec.name)};
-    auto [ec, v] = co_await detail::eval(backend, release_script<detail::sharded_pubsub<B>()>(), std::move(keys),
+                                  detail::release_channel<ReentrantHash>(backend, rec.name)};
+    auto [ec, v] = co_await detail::eval(backend, release_script(detail::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
     switch (detail::integer_of(v).value_or(-1)) {

@@ -36,7 +36,7 @@ class queue_refresher {
  public:
   using record = record_t<O>;
 
-  explicit queue_refresher(B& backend) : batches_(backend) {}
+  explicit queue_refresher(B& backend) : batches_(backend), sharded_(sharded_pubsub(backend)) {}
 
   /// Refreshes `rec`'s entry (token `rec->owner` in the line of
   /// `rec->name`, life `rec->state.entry_ttl`) every `rec->state.refresh`,
@@ -45,7 +45,7 @@ class queue_refresher {
   void add(const std::shared_ptr<record>& rec, std::function<void()> poke) {
     auto period = std::max(rec->state.refresh, milliseconds(1));
     auto now = steady::now();
-    batches_.put(rec, waiting{rec->name, rec->owner, rec->state.entry_ttl, now, std::move(poke)}, period, now + period);
+    batches_.put(rec, waiting{rec->name, rec->owner, rec->state.entry_ttl, now, std::move(poke), sharded_}, period, now + period);
   }
 
   /// Stops refreshing `rec`'s entry.
@@ -61,6 +61,7 @@ class queue_refresher {
     milliseconds ttl;
     steady::time_point refreshed;  // send time of the last refresh confirmed (or of the try before add)
     std::function<void()> poke;
+    bool sharded;  // the backend's pub/sub: the grants' verb
   };
 
   // The waiters of one lock share one script; O reads its reply, one
@@ -79,8 +80,8 @@ class queue_refresher {
       std::vector<std::pair<std::string, milliseconds>> waiters;
       waiters.reserve(line.size());
       for (auto* w : line) waiters.emplace_back(w->token, w->ttl);
-      if constexpr (requires { O::refresh_call(line.front()->name, waiters, sharded_pubsub<B>()); })
-        return O::refresh_call(line.front()->name, waiters, sharded_pubsub<B>());
+      if constexpr (requires { O::refresh_call(line.front()->name, waiters, line.front()->sharded); })
+        return O::refresh_call(line.front()->name, waiters, line.front()->sharded);
       else return O::refresh_call(line.front()->name, waiters);
     }
     static reading reader(const item&) { return {}; }
@@ -109,6 +110,7 @@ class queue_refresher {
   };
 
   script_batches<B, traits> batches_;
+  bool sharded_;
 };
 
 }  // namespace dlock::detail
