@@ -117,7 +117,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
     node_cfg_ = cfg_.node;
     node_cfg_.source.reset();
     node_cfg_.require_master = true;
-    node_cfg_.sharded_pubsub = true;
+    node_cfg_.sharded_pubsub = cfg_.sharded_pubsub;
   }
 
   const asio::any_io_executor& executor() const noexcept { return ex_; }
@@ -212,16 +212,19 @@ class cluster_router final : public subscription_owner, public std::enable_share
   // with shutting_down.
   void stop() {
     std::vector<std::shared_ptr<cluster_node>> nodes;
-    std::vector<subscription> subs;
+    std::map<std::string, channel_entry> channels;
     {
       std::lock_guard g(m_);
       stopped_ = true;
       nodes = nodes_;
-      for (auto& [name, e] : channels_) subs.push_back(std::move(e.node_sub));
-      channels_.clear();
+      channels.swap(channels_);
       channel_count_ = 0;
     }
-    subs.clear();
+    // Outside the mutex: a listener's or a callback's destructor may call
+    // back in. Subscribes still waiting hear that the backend stopped.
+    for (auto& [name, e] : channels)
+      for (auto& [id, p] : e.pending) p.done(error_code(error::shutting_down), subscription());
+    channels.clear();
     for (auto& n : nodes) n->backend->stop();
   }
 
@@ -464,11 +467,16 @@ class cluster_router final : public subscription_owner, public std::enable_share
     }
     std::vector<std::pair<subscribe_done, subscription>> confirmed;
     std::vector<listener> told;
+    bool moved_meanwhile = false;
     {
       std::lock_guard g(m_);
       auto it = channels_.find(channel);
       if (it == channels_.end() || it->second.generation != generation || stopped_) return;  // sub unsubscribes
       auto& e = it->second;
+      // The map changed while this subscribe was on its way (a move or a
+      // loss learned then was not acted on: it was in flight).
+      auto i = owner_[e.slot];
+      moved_meanwhile = i != no_node && nodes_[i] != node;
       e.node_sub = std::move(sub);
       e.at = node;
       e.confirmed = true;
@@ -484,6 +492,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
     }
     for (auto& [done, s] : confirmed) done({}, std::move(s));
     for (auto& l : told) call_listener(channel, l, std::nullopt);
+    if (moved_meanwhile) resubscribe(channel);
   }
 
   // A subscribe that failed: the new listeners hear the error; listeners

@@ -77,14 +77,22 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
     // connection failed) is no longer counted.
     if (sharded()) ++unsubscribes_in_flight_[channel];
     std::weak_ptr<subscriber_impl> weak = weak_from_this();
+    const auto sent_on = connects_;
     // An error reply (MOVED: the node no longer serves the slot) answers it
     // without a "sunsubscribe" frame, so on_push never counted it.
-    conn_.async_exec(std::move(req), [weak, channel](error_code ec, response r) {
+    conn_.async_exec(std::move(req), [weak, channel, sent_on](error_code ec, response r) {
       auto self = weak.lock();
       if (!self || !self->sharded()) return;
       if (!ec && !(r.size() == 1 && r[0].is_error())) return;
       auto it = self->unsubscribes_in_flight_.find(channel);
       if (it != self->unsubscribes_in_flight_.end() && --it->second == 0) self->unsubscribes_in_flight_.erase(it);
+      // Written, and not answered within the command timeout: its frame may
+      // still come on this connection, and would then pass for the node's
+      // own push (leaving its place to the next reply). A new connection
+      // ends the doubt; every channel is subscribed again there, and its
+      // listeners told to look for themselves.
+      if (ec == error::outcome_unknown && self->connects_ == sent_on && !self->stopped_)
+        self->conn_.drop_connection();
     });
   }
 

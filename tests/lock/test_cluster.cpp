@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <boost/asio/use_future.hpp>
+#include <boost/system/system_error.hpp>
 #include <boost/hana/for_each.hpp>
 
 #include <dlock/backend/cluster.hpp>
@@ -318,6 +319,91 @@ TEST_CASE("Redisson's lock on a cluster and dlock's wake each other's waiters (s
     REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
     CHECK(f.get() == "0");
   }
+}
+
+TEST_CASE("classic pub/sub on a cluster (sharded_pubsub false): Redisson's PUBLISH on any node wakes a dlock "
+          "waiter, and dlock's release reaches a SUBSCRIBE on any node",
+          "[cluster][redisson]") {
+  dlock::test::cluster_servers redis;
+  auto cfg = dlock::redis::parse_cluster_url(redis.cluster.url());
+  cfg.sharded_pubsub = false;
+  dlock::ClusterBackend classic(cfg);
+  REQUIRE_FALSE(dlock::ext::sharded_pubsub(classic));
+  REQUIRE(dlock::ext::sharded_pubsub(redis.backend));
+  // "x}y": Redisson's channel is in another slot than the lock; classic
+  // pub/sub has no slots, so it stays Redisson's own.
+  for (const std::string name : {"classic:plain", "x}y"}) {
+    CAPTURE(name);
+    const auto channel = o::ReentrantHash::channel(name);
+    CHECK(dlock::ext::release_channel<o::ReentrantHash>(classic, name) == channel);
+    auto& master = redis.plain(name);
+    auto& cluster = redis.cluster;
+    const auto channel_master = cluster.master_of_slot(slot_of(channel));
+    auto& elsewhere =
+        redis.plain(name_on(cluster, other_master(cluster, cluster.master_of_slot(slot_of(name))), "elsewhere"));
+    const auto ssub_before = dlock::test::command_calls(cluster.node(channel_master), "ssubscribe");
+    const auto sub_before = dlock::test::command_calls(cluster.node(channel_master), "subscribe");
+
+    master.exec(dlock::redis::request().push("HSET", name, "c0ffee:1", 1).push("PEXPIRE", name, 30000));
+    ClusterHashPubSub waiter(classic, name, {}, r::Watchdog{scaled(10s)});
+    auto waiting = std::async(std::launch::async, [&] {
+      auto t0 = std::chrono::steady_clock::now();
+      auto h = waiter.try_acquire_for(scaled(20s));
+      auto took = std::chrono::steady_clock::now() - t0;
+      if (h) h->release();
+      return std::pair{h.has_value(), took};
+    });
+    REQUIRE(dlock::test::wait_until([&] { return classic.channel_count() == 1; }, scaled(5s)));
+    std::this_thread::sleep_for(scaled(200ms));
+    // Redisson's release with classic pub/sub: the key deleted on its
+    // master, the message published wherever Redisson's connection is.
+    master.command(dlock::redis::request().push("DEL", name));
+    elsewhere.command(dlock::redis::request().push("PUBLISH", channel, "0"));
+    auto [got, took] = waiting.get();
+    CHECK(got);
+    CHECK(took < scaled(5s));  // the message, not the 30 s lease
+    CHECK(dlock::test::command_calls(cluster.node(channel_master), "ssubscribe") == ssub_before);
+    CHECK(dlock::test::command_calls(cluster.node(channel_master), "subscribe") > sub_before);
+
+    // dlock's release reaches Redisson's classic subscriber on another node.
+    dlock::RedisBackend redisson(elsewhere.settings());
+    std::promise<std::string> heard;
+    auto sub = redisson
+                   .async_subscribe(channel,
+                                    [&](std::optional<std::string_view> m) {
+                                      if (m) heard.set_value(std::string(*m));
+                                    },
+                                    boost::asio::use_future)
+                   .get();
+    ClusterHashPubSub holder(classic, name, {}, r::Watchdog{scaled(10s)});
+    holder.acquire().release();
+    auto f = heard.get_future();
+    REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
+    CHECK(f.get() == "0");
+  }
+}
+
+TEST_CASE("a subscribe still on its way when the backend goes completes with shutting_down", "[cluster]") {
+  dlock::test::cluster_servers redis;
+  const std::string channel = "{going}:ch";
+  const auto master = redis.cluster.master_of_slot(slot_of(channel));
+  auto backend = std::make_unique<dlock::ClusterBackend>(redis.cluster.url());
+  // Its master stopped: the SSUBSCRIBE waits (for the connect, or for its
+  // reply) when the backend is destroyed.
+  redis.cluster.node(master).pause();
+  auto pending = backend->async_subscribe(channel, channel, [](std::optional<std::string_view>) {},
+                                          boost::asio::use_future);
+  std::this_thread::sleep_for(scaled(200ms));
+  backend.reset();
+  redis.cluster.node(master).resume();
+  REQUIRE(pending.wait_for(scaled(5s)) == std::future_status::ready);
+  try {
+    pending.get();
+    FAIL("the subscribe succeeded on a stopped master");
+  } catch (const boost::system::system_error& e) {
+    CHECK(e.code() == dlock::error::shutting_down);
+  }  // a std::future_error (broken promise) fails the test: the callback was dropped
+  redis.cluster.wait_ok();
 }
 
 TEST_CASE("a sharded subscription ends cleanly: SUNSUBSCRIBE's reply is not taken for a node's own push",

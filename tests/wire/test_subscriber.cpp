@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/use_future.hpp>
@@ -229,4 +230,32 @@ TEST_CASE("a resubscribe that fails is retried, and listeners are told", "[pubsu
   }));
   CHECK(box.count("<resync>") >= 2);  // once more when resubscribed
   CHECK(redis.backend.subscriber().channel_count() == 1);
+}
+
+TEST_CASE("a SUNSUBSCRIBE answered after its command timeout does not shift the replies that follow",
+          "[pubsub][sharded]") {
+  // Sharded pub/sub (which a server outside a cluster has too): the reply
+  // to SUNSUBSCRIBE looks like the node's own push. Here it comes after the
+  // command timed out (the server was stopped), on the same connection: it
+  // must not pass for a push and leave its slot to the next reply.
+  private_redis redis(dlock::test::adjusted([](dlock::redis::config& cfg) {
+    cfg.sharded_pubsub = true;
+    cfg.command_timeout = 300ms;
+    cfg.health_check_interval = 60s;  // no health verdict closes the link meanwhile
+  }));
+  inbox box;
+  auto sub = subscribe(redis.backend, "gone", box);
+  redis.server.pause();
+  sub.reset();  // SUNSUBSCRIBE written, not answered
+  std::this_thread::sleep_for(1s);  // past its command timeout
+  redis.server.resume();
+  inbox later;
+  auto next = redis.backend.async_subscribe("later", later.listener(), asio::use_future);
+  REQUIRE(next.wait_for(scaled(10s)) == std::future_status::ready);
+  auto s = next.get();  // throws if its reply went to the dead SUNSUBSCRIBE
+  CHECK(wait_until([&] {
+    redis.server.command({"SPUBLISH", "later", "hi"});
+    return later.count("hi") >= 1;
+  }));
+  CHECK(later.count("hi") >= 1);
 }
