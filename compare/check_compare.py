@@ -201,6 +201,55 @@ def check_backends(exe, out):
         fail("the table has no failover row")
 
 
+def check_cluster(exe, out):
+    """--backend cluster: each row has its cycle on both backends and its
+    hand-off ratios from alternating runs, no overlap on the cluster for
+    owner-checked ownerships; pub/sub rows for both modes; the many-locks
+    rates for one master and three. The watchdog combinations keep it
+    short."""
+    listed = subprocess.run([exe, "--list", "--filter", "watchdog/"], capture_output=True, text=True,
+                            check=True).stdout
+    expected = sorted(l.split("\t")[0] for l in listed.splitlines() if l.strip())
+    r = subprocess.run([exe, "--backend", "cluster", "--quick", "--filter", "watchdog/", "--out", out],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        fail(f"--backend cluster exited {r.returncode}: {r.stderr}")
+    with open(os.path.join(out, "compare.json")) as f:
+        data = json.load(f)
+    c = data["backends"]["cluster"]
+    if not c or not c["deployment"]:
+        fail(f"no cluster part: {data['backends']}")
+    names = sorted(row["name"] for row in c["rows"])
+    if names != expected or len(names) < 5:
+        fail(f"cluster rows {names}, expected {expected}")
+    for row in c["rows"]:
+        for side in ("single", "cluster"):
+            if not (row[side]["samples"] > 0 and row[side]["p50_us"] > 0):
+                fail(f"{row['name']}: no {side} cycles: {row}")
+        if not (row["cycle_vs_single"] > 0 and row["handoff_rate_vs_single"] > 0 and row["workers"] == 8):
+            fail(f"{row['name']}: ratios missing: {row}")
+        for side in ("single_contended", "cluster_contended"):
+            x = row[side]
+            if x["errors"] or not x["cycles"] > 0 or x["overlaps"] or x["lost_updates"]:
+                fail(f"{row['name']}: {side} looks wrong: {x}")
+    modes = sorted((p["mode"], p["workers"]) for p in c["pubsub"])
+    if modes != [("classic", 8), ("sharded", 8)]:
+        fail(f"pub/sub rows {modes}")
+    for p in c["pubsub"]:
+        if p["errors"] or not p["cycles"] > 0 or not p["commands_per_acquisition"] > 0:
+            fail(f"pub/sub row looks wrong: {p}")
+    by_mode = {p["mode"]: p for p in c["pubsub"]}
+    # Classic PUBLISH crosses the bus to every other node; sharded only to
+    # the shard's replica.
+    if not by_mode["classic"]["bus_messages_per_acquisition"] > by_mode["sharded"]["bus_messages_per_acquisition"]:
+        fail(f"classic pub/sub sent no more bus messages than sharded: {c['pubsub']}")
+    m = c["many_locks"]
+    if m["errors"] or not (m["one_master_per_s"] and m["three_masters_per_s"] and m["three_over_one"] > 0):
+        fail(f"many locks: {m}")
+    if "many locks:" not in r.stdout or "pub/sub waiting on the cluster" not in r.stdout:
+        fail("the table has no cluster figures")
+
+
 def main():
     exe, out, plot = sys.argv[1], sys.argv[2], sys.argv[3]
     listed = subprocess.run([exe, "--list"], capture_output=True, text=True, check=True).stdout
@@ -249,7 +298,8 @@ def main():
     check_plots(plot, out)
     check_shared_server(exe, out + "-shared")
     check_backends(exe, out + "-backends")
-    one_line_failure(exe, ["--backend", "cluster"], 2, "--backend is a comma list of single and sentinel")
+    check_cluster(exe, out + "-cluster")
+    one_line_failure(exe, ["--backend", "redlock"], 2, "--backend is a comma list of single, sentinel and cluster")
     one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
     one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")
     one_line_failure(exe, ["--seconds", "0"], 2, "--seconds needs a number of seconds")

@@ -31,10 +31,13 @@ std::vector<std::string_view> words(std::string_view line) {
   return out;
 }
 
-// All commands the server has run so far (INFO commandstats): the server's
-// work, which counts the commands a script runs as well as the script.
 std::int64_t commands_run(RedisBackend& redis) {
-  auto text = redis.command(redis::request().push("INFO", "commandstats")).str;
+  return total_calls(redis.command(redis::request().push("INFO", "commandstats")).str);
+}
+
+}  // namespace
+
+std::int64_t total_calls(const std::string& text) {
   std::int64_t total = 0;
   // "cmdstat_get:calls=12,usec=...,rejected_calls=0,failed_calls=0": only
   // the first "calls=" of each line, which ":" precedes.
@@ -42,8 +45,6 @@ std::int64_t commands_run(RedisBackend& redis) {
     total += std::stoll(text.substr(at + 7));
   return total;
 }
-
-}  // namespace
 
 contention_result contend(RedisBackend& redis, const std::string& name, const std::string& lock,
                           const std::string& counter, int workers, run_times times, const launch_fn& launch,

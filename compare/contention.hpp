@@ -63,6 +63,36 @@ bool take(L& lock, std::int64_t deadline_ns) {
 
 }  // namespace detail
 
+/// The inventory's GET or SET on `key`: on a backend that routes by key
+/// (ClusterBackend), to the master of its slot.
+template <class B>
+redis::value keyed_command(B& backend, const std::string& key, redis::request req) {
+  if constexpr (requires { backend.command(key, req); }) return backend.command(key, std::move(req));
+  else return backend.command(std::move(req));
+}
+
+/// One worker's cycles on `lock` (on `backend`) from `start_ns` to
+/// `end_ns`: take the lock, GET the counter, SET it one higher, release,
+/// each cycle stamped into `cycles`; failures go to `errors`.
+template <class L, class B>
+void worker_cycles(B& backend, L& lock, const std::string& me, const std::string& counter, std::int64_t start_ns,
+                   std::int64_t end_ns, std::vector<cycle>& cycles, std::vector<std::string>& errors) {
+  detail::sleep_until_ns(start_ns);
+  while (test::monotonic_ns() < end_ns) {
+    if (!detail::take(lock, end_ns)) break;
+    cycle c{me, test::monotonic_ns()};
+    auto v = keyed_command(backend, counter, redis::request().push("GET", counter));
+    long long n = v.is_null() ? 0 : std::stoll(v.str);
+    keyed_command(backend, counter, redis::request().push("SET", counter, n + 1));
+    c.release_sent = test::monotonic_ns();
+    std::error_code ec;
+    lock.unlock(ec);
+    c.released = test::monotonic_ns();
+    if (ec) errors.push_back(me + " unlock: " + ec.message());
+    cycles.push_back(std::move(c));
+  }
+}
+
 /// The worker side: runs `a.threads` threads of cycles on lock type L and
 /// returns the lines to print ("cycle ..." per cycle, "error ..." per
 /// failure).
@@ -74,28 +104,19 @@ std::vector<std::string> run_workers(const worker_args& a) {
     pool.emplace_back([&, t] {
       auto& lines = out[static_cast<std::size_t>(t)];
       const std::string me = a.id + "." + std::to_string(t);
+      std::vector<cycle> cycles;
+      std::vector<std::string> errors;
       try {
         RedisBackend redis(a.url);
         L lock(redis, a.lock);
-        detail::sleep_until_ns(a.start_ns);
-        const auto end = a.start_ns + a.duration_ns;
-        while (test::monotonic_ns() < end) {
-          if (!detail::take(lock, end)) break;
-          cycle c{me, test::monotonic_ns()};
-          auto v = redis.command(redis::request().push("GET", a.counter));
-          long long n = v.is_null() ? 0 : std::stoll(v.str);
-          redis.command(redis::request().push("SET", a.counter, n + 1));
-          c.release_sent = test::monotonic_ns();
-          std::error_code ec;
-          lock.unlock(ec);
-          c.released = test::monotonic_ns();
-          if (ec) lines.push_back("error " + me + " unlock: " + ec.message());
-          lines.push_back("cycle " + me + " " + std::to_string(c.acquired) + " " + std::to_string(c.release_sent) +
-                          " " + std::to_string(c.released));
-        }
+        worker_cycles(redis, lock, me, a.counter, a.start_ns, a.start_ns + a.duration_ns, cycles, errors);
       } catch (const std::exception& e) {
-        lines.push_back("error " + me + " " + e.what());
+        errors.push_back(me + " " + e.what());
       }
+      for (auto& c : cycles)
+        lines.push_back("cycle " + c.worker + " " + std::to_string(c.acquired) + " " + std::to_string(c.release_sent) +
+                        " " + std::to_string(c.released));
+      for (auto& e : errors) lines.push_back("error " + e);
     });
   }
   for (auto& t : pool) t.join();
@@ -122,6 +143,11 @@ struct run_times {
 contention_result contend(RedisBackend& redis, const std::string& name, const std::string& lock,
                           const std::string& counter, int workers, run_times times, const launch_fn& launch,
                           double ping_us);
+
+/// All commands a server has run, from its `INFO commandstats` text: the
+/// server's work, which counts the commands a script runs as well as the
+/// script.
+std::int64_t total_calls(const std::string& info_commandstats);
 
 /// What the parent computes from the merged cycles of one run.
 contention_result summarize(int workers, std::int64_t duration_ns, std::vector<cycle> cycles,

@@ -7,7 +7,7 @@ namespace dlock::compare {
 
 std::string usage() {
   return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--seconds S]\n"
-         "                     [--placement same|split|free] [--backend single,sentinel]\n"
+         "                     [--placement same|split|free] [--backend single,sentinel,cluster]\n"
          "                     [--out DIR] [--list]\n"
          "\n"
          "Compares every lock combination dlock compiles, on one Redis, and writes\n"
@@ -26,13 +26,21 @@ std::string usage() {
          "                    the server and this program (and redis-py) to one\n"
          "                    CPU, 'split' to two, 'free' leaves them to the\n"
          "                    scheduler (only this program is pinned with --redis)\n"
-         "  --backend LIST    single (default), sentinel, or both: 'single,sentinel'.\n"
+         "  --backend LIST    single (default), sentinel, cluster, or a comma list\n"
+         "                    of them: 'single,sentinel,cluster'.\n"
          "                    sentinel starts a master with two replicas and a\n"
          "                    sentinel, measures each combination's uncontended\n"
          "                    cycle there without and with replica acknowledgement,\n"
          "                    alternating with the same cycle on one server (their\n"
          "                    ratios), and runs seed 003's failover story (three\n"
-         "                    more deployments) as a fault row\n"
+         "                    more deployments) as a fault row. cluster starts a\n"
+         "                    Redis Cluster (3 masters, a replica each) and one\n"
+         "                    server, and measures each combination's uncontended\n"
+         "                    cycle and 8-worker hand-off on both, alternating\n"
+         "                    (their ratios); then pub/sub waiting with sharded and\n"
+         "                    classic pub/sub (commands and bus messages per\n"
+         "                    acquisition), and many locks on clusters of 1 and 3\n"
+         "                    masters (aggregate rate)\n"
          "  --out DIR         where compare.json goes (default: compare-out)\n"
          "  --list            print the combinations and exit\n";
 }
@@ -71,8 +79,8 @@ std::optional<options> parse_options(const std::vector<std::string_view>& args, 
         auto comma = text.find(',', at);
         if (comma == std::string::npos) comma = text.size();
         auto one = text.substr(at, comma - at);
-        if (one != "single" && one != "sentinel") {
-          why = "--backend is a comma list of single and sentinel, not '" + text + "'";
+        if (one != "single" && one != "sentinel" && one != "cluster") {
+          why = "--backend is a comma list of single, sentinel and cluster, not '" + text + "'";
           return std::nullopt;
         }
         if (std::find(o.backends.begin(), o.backends.end(), one) == o.backends.end()) o.backends.push_back(one);

@@ -212,8 +212,9 @@ std::string table(const environment& env, const std::vector<combination_result>&
 }
 
 std::string backends_table(const backends_result& b) {
-  if (b.rows.empty() && !b.failover) return {};
-  std::string out = "\nbackends: one server, and Sentinel (" + b.deployment + ")\n";
+  std::string out = b.cluster ? cluster_table(*b.cluster) : std::string();
+  if (b.rows.empty() && !b.failover) return out;
+  out += "\nbackends: one server, and Sentinel (" + b.deployment + ")\n";
   std::size_t name_w = 11;
   for (auto& r : b.rows) name_w = std::max(name_w, r.name.size());
   if (!b.rows.empty()) {
@@ -248,6 +249,97 @@ std::string backends_table(const backends_result& b) {
            fmt("%.0f ms", f.kill_to_lock_max_ms) + "\n";
   }
   return out;
+}
+
+std::string cluster_table(const cluster_result& c) {
+  std::string out = "\ncluster: " + c.deployment + "\n";
+  std::size_t name_w = 11;
+  for (auto& r : c.rows) name_w = std::max(name_w, r.name.size());
+  if (!c.rows.empty()) {
+    out += padded("combination", name_w) + "  single p50   cluster p50  x single   W  handoffs/s single  cluster  x single" +
+           "   handoff p50 x single  overlaps\n";
+    for (auto& r : c.rows) {
+      out += padded(r.name, name_w) + "  " + padded(fmt("%.1f us", r.single.p50_us), 11) + "  " +
+             padded(fmt("%.1f us", r.cluster.p50_us), 12) + padded(fmt("%.2f", median(r.cycle_pairs)), 11) +
+             padded(std::to_string(r.workers), 3) + padded(fmt("%.0f", r.single_contended.handoffs_per_s), 18) +
+             padded(fmt("%.0f", r.cluster_contended.handoffs_per_s), 9) +
+             padded(fmt("%.2f", median(r.handoff_rate_pairs)), 11) +
+             padded(fmt("%.2f", median(r.handoff_latency_pairs)), 22) + std::to_string(r.cluster_overlaps) +
+             (r.cluster_errors ? " (" + std::to_string(r.cluster_errors) + " errors)" : "") + "\n";
+    }
+    out += "\nthe uncontended cycle (acquire + release, blocking) in blocks that alternate one server and the\n"
+           "cluster (the client pinned with each as the placement says); then W workers on one lock, each with\n"
+           "its own backend, in one process, in runs that alternate one server and the cluster. x single: the\n"
+           "median over the pairs of the cluster's figure over one server's next to it (a hand-off rate above\n"
+           "1 is faster on the cluster; a p50 above 1, slower). overlaps: holds that overlapped on the cluster.\n";
+  }
+  if (c.many) {
+    auto& m = *c.many;
+    out += "\nmany locks: " + std::to_string(m.workers) + " threads over " + std::to_string(m.backends) +
+           " backends, each thread on a lock of its own (" + m.combination + "), uncontended lock/unlock:\n";
+    out += "  one master:    " + fmt("%.0f cycles/s", median(m.one_master_per_s)) + "\n";
+    out += "  three masters: " + fmt("%.0f cycles/s", median(m.three_masters_per_s)) + "\n";
+    out += "  three over one: " + fmt("%.2f", median(m.pairs)) + " (median of " + std::to_string(m.pairs.size()) +
+           " alternating pairs" + (m.errors ? ", " + std::to_string(m.errors) + " errors" : "") + ")\n";
+  }
+  if (!c.pubsub.empty()) {
+    out += "\npub/sub waiting on the cluster, W workers on one lock:\n"
+           "  combination                 mode      W   acquisitions/s  commands/acq  bus messages/acq\n";
+    for (auto& p : c.pubsub)
+      out += "  " + padded(p.combination, 28) + padded(p.mode, 10) + padded(std::to_string(p.workers), 4) +
+             padded(fmt("%.0f", p.cycles_per_s), 16) + padded(fmt("%.2f", p.commands_per_acquisition), 14) +
+             fmt("%.2f", p.bus_messages_per_acquisition) +
+             (p.errors ? " (" + std::to_string(p.errors) + " errors)" : "") + "\n";
+    out += "  commands/acq: what the masters ran per acquisition besides the critical section's GET and SET\n"
+           "  (INFO commandstats); bus messages/acq: pub/sub messages sent over the cluster bus per\n"
+           "  acquisition, summed over every node (CLUSTER INFO).\n";
+  }
+  return out;
+}
+
+std::string cluster_json(const cluster_result& c) {
+  auto list = [](const std::vector<double>& v) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + number(v[i]);
+    return out + "]";
+  };
+  std::string out = "{\"deployment\": " + quoted(c.deployment) + ",\n    \"rows\": [";
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {
+    auto& r = c.rows[i];
+    out += (i ? ",\n      " : "\n      ");
+    out += "{\"name\": " + quoted(r.name) + ", \"single\": " + latency_json(r.single, 0) +
+           ", \"cluster\": " + latency_json(r.cluster, 0) + ", \"cycle_vs_single\": " + number(median(r.cycle_pairs)) +
+           ", \"cycle_pairs\": " + list(r.cycle_pairs) + ",\n       \"workers\": " + std::to_string(r.workers) +
+           ", \"single_contended\": " + contention_json(r.single_contended, 0) +
+           ",\n       \"cluster_contended\": " + contention_json(r.cluster_contended, 0) +
+           ",\n       \"handoff_rate_vs_single\": " + number(median(r.handoff_rate_pairs)) +
+           ", \"handoff_rate_pairs\": " + list(r.handoff_rate_pairs) +
+           ", \"handoff_p50_vs_single\": " + number(median(r.handoff_latency_pairs)) +
+           ", \"handoff_p50_pairs\": " + list(r.handoff_latency_pairs) +
+           ", \"cluster_overlaps\": " + std::to_string(r.cluster_overlaps) +
+           ", \"cluster_errors\": " + std::to_string(r.cluster_errors) + "}";
+  }
+  out += "],\n    \"many_locks\": ";
+  if (c.many) {
+    auto& m = *c.many;
+    out += "{\"combination\": " + quoted(m.combination) + ", \"workers\": " + std::to_string(m.workers) +
+           ", \"backends\": " + std::to_string(m.backends) + ", \"one_master_per_s\": " + list(m.one_master_per_s) +
+           ", \"three_masters_per_s\": " + list(m.three_masters_per_s) + ", \"three_over_one\": " +
+           number(median(m.pairs)) + ", \"pairs\": " + list(m.pairs) + ", \"errors\": " + std::to_string(m.errors) + "}";
+  } else {
+    out += "null";
+  }
+  out += ",\n    \"pubsub\": [";
+  for (std::size_t i = 0; i < c.pubsub.size(); ++i) {
+    auto& p = c.pubsub[i];
+    out += (i ? ",\n      " : "\n      ");
+    out += "{\"combination\": " + quoted(p.combination) + ", \"mode\": " + quoted(p.mode) +
+           ", \"workers\": " + std::to_string(p.workers) + ", \"cycles\": " + std::to_string(p.cycles) +
+           ", \"cycles_per_s\": " + number(p.cycles_per_s) + ", \"commands_per_acquisition\": " +
+           number(p.commands_per_acquisition) + ", \"bus_messages_per_acquisition\": " +
+           number(p.bus_messages_per_acquisition) + ", \"errors\": " + std::to_string(p.errors) + "}";
+  }
+  return out + "]}";
 }
 
 std::string json(const environment& env, const std::vector<combination_result>& rows, const reference_result& ref,
@@ -319,6 +411,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
   } else {
     out += "null";
   }
+  out += ",\n    \"cluster\": " + (backends.cluster ? cluster_json(*backends.cluster) : std::string("null"));
   out += "}\n}\n";
   return out;
 }

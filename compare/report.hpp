@@ -111,6 +111,61 @@ struct failover_row {
   double kill_to_lock_min_ms = 0, kill_to_lock_max_ms = 0;
 };
 
+/// One combination on a Redis Cluster against one server (--backend
+/// cluster): its uncontended cycle in alternating blocks (as backend_row),
+/// and W workers on one lock, each with its own backend, in one process,
+/// in runs that alternate one server and the cluster.
+struct cluster_row {
+  std::string name;
+  latency single, cluster;            ///< the uncontended cycle
+  std::vector<double> cycle_pairs;    ///< each pair's p50 on the cluster over one server's
+  int workers = 0;
+  contention_result single_contended, cluster_contended;  ///< the last run of each
+  /// Each pair of runs' hand-offs per second, and hand-off p50, on the
+  /// cluster over one server's.
+  std::vector<double> handoff_rate_pairs, handoff_latency_pairs;
+  std::size_t cluster_overlaps = 0, cluster_errors = 0;  ///< over every cluster run
+};
+
+/// Many locks at once (--backend cluster): `workers` threads over
+/// `backends` backends, each thread on a lock of its own (the names spread
+/// evenly over the masters of the larger cluster), uncontended lock() and
+/// unlock() for a fixed time, in runs that alternate a one-master cluster
+/// and a three-master one.
+struct many_locks_row {
+  std::string combination;
+  int workers = 0, backends = 0;
+  std::vector<double> one_master_per_s, three_masters_per_s;  ///< each run's cycles per second
+  std::vector<double> pairs;                                  ///< three over one, per pair of runs
+  std::size_t errors = 0;
+};
+
+/// Waiting on pub/sub on the cluster, sharded or classic: W workers on one
+/// lock, and what the cluster did per acquisition.
+struct pubsub_row {
+  std::string combination, mode;  ///< mode: "sharded" or "classic"
+  int workers = 0;
+  std::size_t cycles = 0;
+  double cycles_per_s = 0;
+  /// Commands the masters ran per acquisition (INFO commandstats, the
+  /// critical section's two and the counting's INFO left out).
+  double commands_per_acquisition = 0;
+  /// Pub/sub messages that crossed the cluster bus per acquisition
+  /// (CLUSTER INFO cluster_stats_messages_publish_sent and
+  /// ..._publishshard_sent, summed over every node): a classic PUBLISH
+  /// goes to every other node, a sharded one to its shard's replicas.
+  double bus_messages_per_acquisition = 0;
+  std::size_t errors = 0;
+};
+
+/// The cluster part of a run (--backend cluster).
+struct cluster_result {
+  std::string deployment;  ///< the clusters, and the placement of the uncontended phase
+  std::vector<cluster_row> rows;
+  std::optional<many_locks_row> many;
+  std::vector<pubsub_row> pubsub;
+};
+
 /// The backends part of a run (--backend): empty rows when only "single"
 /// ran.
 struct backends_result {
@@ -118,6 +173,7 @@ struct backends_result {
   std::string deployment;          ///< what the Sentinel rows ran on
   std::vector<backend_row> rows;
   std::optional<failover_row> failover;
+  std::optional<cluster_result> cluster;
 };
 
 /// Where and how the run happened.
@@ -138,6 +194,13 @@ std::string table(const environment& env, const std::vector<combination_result>&
 /// The backends' table: one row per combination, the cycle on each backend
 /// and its ratio to one server's; then the failover story's counts.
 std::string backends_table(const backends_result& b);
+
+/// The cluster's tables: the cycle and the hand-off per combination
+/// against one server, many locks on one master and three, and pub/sub
+/// waiting sharded and classic.
+std::string cluster_table(const cluster_result& c);
+/// The cluster part as a JSON object.
+std::string cluster_json(const cluster_result& c);
 
 /// The whole run as JSON (an object with "environment", "combinations",
 /// "reference", "faults" and "backends"; each combination names its

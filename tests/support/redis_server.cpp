@@ -673,8 +673,10 @@ redis_cluster::redis_cluster(int masters, int replicas_per_master)
     : redis_cluster(cluster_options{.masters = masters, .replicas_per_master = replicas_per_master}) {}
 
 redis_cluster::redis_cluster(cluster_options opts) : opts_(std::move(opts)) {
-  if (opts_.masters < 3 || opts_.replicas_per_master < 0)
-    throw std::invalid_argument("redis_cluster: redis-cli creates clusters of 3 or more masters");
+  const bool single = opts_.masters == 1 && opts_.replicas_per_master == 0;
+  if ((opts_.masters < 3 && !single) || opts_.replicas_per_master < 0)
+    throw std::invalid_argument(
+        "redis_cluster: redis-cli creates clusters of 3 or more masters (or one master alone, without replicas)");
   int total = opts_.masters * (1 + opts_.replicas_per_master);
   std::vector<std::string> create = {"redis-cli"};
   if (!opts_.password.empty()) create.insert(create.end(), {"-a", opts_.password, "--no-auth-warning"});
@@ -692,7 +694,14 @@ redis_cluster::redis_cluster(cluster_options opts) : opts_(std::move(opts)) {
   }
   create.insert(create.end(),
                 {"--cluster-replicas", std::to_string(opts_.replicas_per_master), "--cluster-yes"});
-  run_capture(create, 60s);
+  if (single) {
+    // A cluster of one master: it takes every slot itself (redis-cli
+    // refuses to create one).
+    auto reply = nodes_[0]->command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"});
+    if (reply != "OK") throw std::runtime_error("redis_cluster: CLUSTER ADDSLOTSRANGE answered " + reply);
+  } else {
+    run_capture(create, 60s);
+  }
   for (auto& n : nodes_) ids_.push_back(n->command({"CLUSTER", "MYID"}));
   poll_until("settling after creation", 60s,
              [&] { return unsettled(*this, opts_.masters, [&](const std::string& id) { return index_of(id); }); });

@@ -106,7 +106,9 @@ class sentinel_group {
 
 /// How a redis_cluster is laid out.
 struct cluster_options {
-  int masters = 3;              ///< masters (3 or more: redis-cli refuses fewer), sharing the slots evenly
+  /// Masters, sharing the slots evenly: 3 or more (redis-cli refuses
+  /// fewer), or 1 without replicas (which then takes every slot itself).
+  int masters = 3;
   int replicas_per_master = 0;  ///< replicas of each master
   /// --cluster-node-timeout: how long a node must be unreachable before it
   /// is suspected (PFAIL); a failover takes about 2 s more than that.

@@ -1,0 +1,338 @@
+#include "cluster.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <latch>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include <dlock/backend/cluster.hpp>
+#include <dlock/combinations.hpp>
+#include <dlock/dlock.hpp>
+#include <support/hold_history.hpp>
+#include <support/redis_server.hpp>
+
+#include "contention.hpp"
+#include "measure.hpp"
+#include "options.hpp"
+
+namespace dlock::compare {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// Every key of the phase carries this hash tag: on the cluster they all
+// live on one master (the one the uncontended phase pins), and one server
+// gets the very same names.
+const std::string tag = "{cmp}:";
+
+template <class B>
+using make_fn = std::function<std::unique_ptr<B>()>;
+
+// `workers` threads on lock `key` of type L in this process, each with a
+// backend of its own (`make()`), running the contention phase's cycles
+// (contention.hpp) from the moment every backend is up, for `duration`.
+// `control` sets the inventory's counter and reads it back.
+template <class L>
+contention_result contend_here(const make_fn<typename L::backend_type>& make, typename L::backend_type& control,
+                               const std::string& key, int workers, milliseconds duration) {
+  const std::string counter = key + ":counter";
+  keyed_command(control, counter, redis::request().push("SET", counter, 0));
+  const auto n = static_cast<std::size_t>(workers);
+  std::vector<std::vector<cycle>> cycles(n);
+  std::vector<std::vector<std::string>> errors(n);
+  std::latch ready(workers), go(1);
+  std::atomic<std::int64_t> start{0};
+  const std::int64_t duration_ns = std::chrono::nanoseconds(duration).count();
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < n; ++t) {
+    pool.emplace_back([&, t] {
+      const std::string me = "w" + std::to_string(t);
+      std::unique_ptr<typename L::backend_type> backend;
+      std::optional<L> lock;
+      try {
+        backend = make();
+        lock.emplace(*backend, key);
+      } catch (const std::exception& e) {
+        errors[t].push_back(me + " " + e.what());
+      }
+      ready.count_down();
+      go.wait();
+      if (!lock) return;
+      try {
+        const auto s = start.load();
+        worker_cycles(*backend, *lock, me, counter, s, s + duration_ns, cycles[t], errors[t]);
+      } catch (const std::exception& e) {
+        errors[t].push_back(me + " " + e.what());
+      }
+    });
+  }
+  ready.wait();
+  start = test::monotonic_ns() + std::chrono::nanoseconds(milliseconds(20)).count();
+  go.count_down();
+  for (auto& t : pool) t.join();
+  std::vector<cycle> all;
+  test::hold_history history;
+  for (auto& mine : cycles)
+    for (auto& c : mine) {
+      history.add(test::hold_span{key, c.worker, c.acquired, c.release_sent});
+      all.push_back(std::move(c));
+    }
+  auto v = keyed_command(control, counter, redis::request().push("GET", counter));
+  auto r = summarize(workers, duration_ns, std::move(all), history, v.is_null() ? 0 : std::stoll(v.str), 0);
+  for (auto& mine : errors) {
+    for (std::size_t i = 0; i < mine.size() && r.errors < 3; ++i)
+      std::fprintf(stderr, "  %s: %s\n", key.c_str(), mine[i].c_str());
+    r.errors += mine.size();
+  }
+  return r;
+}
+
+// What the cluster's nodes have done so far: commands the masters ran, and
+// pub/sub messages every node sent over the cluster bus.
+struct cluster_counts {
+  std::int64_t master_commands = 0, bus_messages = 0;
+};
+
+std::int64_t info_number(const std::string& text, const std::string& field) {
+  auto at = text.find(field + ":");
+  if (at == std::string::npos) return 0;
+  return std::stoll(text.substr(at + field.size() + 1));
+}
+
+cluster_counts count(test::redis_cluster& c, const std::vector<std::size_t>& masters) {
+  cluster_counts k;
+  for (auto m : masters) k.master_commands += total_calls(c.node(m).command({"INFO", "commandstats"}));
+  for (std::size_t i = 0; i < c.nodes(); ++i) {
+    auto info = c.node(i).command({"CLUSTER", "INFO"});
+    k.bus_messages += info_number(info, "cluster_stats_messages_publish_sent") +
+                      info_number(info, "cluster_stats_messages_publishshard_sent");
+  }
+  return k;
+}
+
+// The servers of the phase.
+struct servers {
+  test::redis_server single_server;
+  test::redis_cluster cluster{test::cluster_options{.masters = 3, .replicas_per_master = 1}};
+  RedisBackend single{single_server.url()};
+  ClusterBackend clustered{cluster.url()};
+  std::size_t tagged_master = cluster.master_of_slot(dlock::detail::key_slot(tag));
+};
+
+template <class L>
+using on_cluster = Lock<ClusterBackend, typename L::ownership_type, typename L::renewal_type, typename L::wait_type>;
+
+// One combination (L on one server): its uncontended cycle there and on the
+// cluster, in alternating blocks.
+template <class L>
+cluster_row uncontended_pair(servers& s, const cluster_plan& plan) {
+  cluster_row row;
+  row.name = L::combination_name();
+  const std::string key = tag + "uncontended:" + row.name;
+  L one(s.single, key);
+  on_cluster<L> many(s.clustered, key);
+  std::vector<double> a, b, warm;
+  timed_cycles(one, 5, warm);
+  timed_cycles(many, 5, warm);
+  for (int pair = 0; pair < plan.pairs; ++pair) {
+    const int k = plan.cycles / plan.pairs + (pair < plan.cycles % plan.pairs ? 1 : 0);
+    auto base = timed_cycles(one, k, a);
+    row.cycle_pairs.push_back(timed_cycles(many, k, b) / base);
+  }
+  row.single = percentiles(a);
+  row.cluster = percentiles(b);
+  return row;
+}
+
+// The same combination contended, in runs that alternate one server and the
+// cluster (A B, then B A: a drift in the machine's speed favours neither).
+template <class L>
+void contended_pairs(servers& s, const cluster_plan& plan, cluster_row& row) {
+  row.workers = plan.handoff_workers;
+  const std::string single_url = s.single_server.url(), cluster_url = s.cluster.url();
+  make_fn<RedisBackend> make_single = [&] { return std::make_unique<RedisBackend>(single_url); };
+  make_fn<ClusterBackend> make_cluster = [&] { return std::make_unique<ClusterBackend>(cluster_url); };
+  for (int pair = 0; pair < plan.contended_pairs; ++pair) {
+    const std::string key = tag + "contended:" + row.name + ":" + std::to_string(pair);
+    auto run_single = [&] {
+      row.single_contended = contend_here<L>(make_single, s.single, key, row.workers, plan.contention);
+    };
+    auto run_cluster = [&] {
+      row.cluster_contended = contend_here<on_cluster<L>>(make_cluster, s.clustered, key, row.workers, plan.contention);
+    };
+    if (pair % 2 == 0) run_single(), run_cluster();
+    else run_cluster(), run_single();
+    auto& one = row.single_contended;
+    auto& many = row.cluster_contended;
+    if (one.handoffs_per_s > 0) row.handoff_rate_pairs.push_back(many.handoffs_per_s / one.handoffs_per_s);
+    if (one.handoff.p50_us > 0) row.handoff_latency_pairs.push_back(many.handoff.p50_us / one.handoff.p50_us);
+    row.cluster_overlaps += many.overlaps;
+    row.cluster_errors += many.errors;
+  }
+}
+
+// Many locks: plan.many_workers threads over plan.many_backends backends of
+// a cluster, each thread lock()ing and unlock()ing a lock of its own.
+// Returns the cycles per second.
+double many_locks(const std::string& url, const std::vector<std::string>& names, const cluster_plan& plan,
+                  std::size_t& errors) {
+  std::vector<std::unique_ptr<ClusterBackend>> backends;
+  for (int i = 0; i < plan.many_backends; ++i) backends.push_back(std::make_unique<ClusterBackend>(url));
+  std::vector<std::unique_ptr<Lock<ClusterBackend>>> locks;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    locks.push_back(std::make_unique<Lock<ClusterBackend>>(*backends[i % backends.size()], names[i]));
+  for (auto& l : locks) l->lock(), l->unlock();  // connections up, scripts loaded
+  std::vector<std::size_t> done(names.size());
+  std::vector<std::size_t> failed(names.size());
+  std::latch go(1);
+  std::int64_t end = 0;
+  std::vector<std::thread> pool;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    pool.emplace_back([&, i] {
+      go.wait();
+      while (test::monotonic_ns() < end) {
+        try {
+          locks[i]->lock();
+          locks[i]->unlock();
+          ++done[i];
+        } catch (const std::exception& e) {
+          if (failed[i]++ == 0) std::fprintf(stderr, "  many locks: %s: %s\n", names[i].c_str(), e.what());
+        }
+      }
+    });
+  }
+  const auto t0 = test::monotonic_ns();
+  end = t0 + std::chrono::nanoseconds(plan.contention).count();
+  go.count_down();
+  for (auto& t : pool) t.join();
+  const double seconds = static_cast<double>(test::monotonic_ns() - t0) / 1e9;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) total += done[i], errors += failed[i];
+  return static_cast<double>(total) / seconds;
+}
+
+many_locks_row many_locks_phase(const cluster_plan& plan) {
+  std::fprintf(stderr, "cluster: many locks, one master against three (starting both clusters)\n");
+  test::redis_cluster one(test::cluster_options{.masters = 1});
+  test::redis_cluster three(test::cluster_options{.masters = 3});
+  many_locks_row row;
+  row.combination = Lock<ClusterBackend>::combination_name();
+  row.workers = plan.many_workers;
+  row.backends = plan.many_backends;
+  // One name per worker, dealt to the three masters in turn.
+  std::vector<std::string> names;
+  {
+    ClusterBackend probe(three.url());
+    auto masters = probe.masters();
+    std::sort(masters.begin(), masters.end(), [](auto& a, auto& b) { return a.port < b.port; });
+    for (int k = 0; static_cast<int>(names.size()) < plan.many_workers; ++k) {
+      auto name = "many:" + std::to_string(k);
+      if (probe.master_of(name) == masters.at(names.size() % masters.size())) names.push_back(name);
+    }
+  }
+  for (int pair = 0; pair < plan.pairs; ++pair) {
+    auto run_one = [&] { row.one_master_per_s.push_back(many_locks(one.url(), names, plan, row.errors)); };
+    auto run_three = [&] { row.three_masters_per_s.push_back(many_locks(three.url(), names, plan, row.errors)); };
+    if (pair % 2 == 0) run_one(), run_three();
+    else run_three(), run_one();
+    row.pairs.push_back(row.three_masters_per_s.back() / row.one_master_per_s.back());
+  }
+  return row;
+}
+
+// Pub/sub waiting, sharded and classic, on the cluster of `s`.
+std::vector<pubsub_row> pubsub_phase(servers& s, const cluster_plan& plan) {
+  using O = ownership::ReentrantHash;  // the ownership whose releases publish
+  using W = wait::PubSub;
+  using L = Lock<ClusterBackend, O, combinations::detail::representative_renewal<O, W>, W>;
+  auto masters = s.cluster.masters();
+  std::vector<pubsub_row> out;
+  for (int workers : plan.pubsub_workers) {
+    for (bool sharded : {true, false}) {
+      auto cfg = redis::parse_cluster_url(s.cluster.url());
+      cfg.sharded_pubsub = sharded;
+      ClusterBackend control(cfg);
+      make_fn<ClusterBackend> make = [&] { return std::make_unique<ClusterBackend>(cfg); };
+      pubsub_row row;
+      row.combination = L::combination_name();
+      row.mode = sharded ? "sharded" : "classic";
+      row.workers = workers;
+      std::fprintf(stderr, "cluster: pub/sub waiting, %s, %d workers\n", row.mode.c_str(), workers);
+      const std::string key = tag + "pubsub:" + row.mode + ":" + std::to_string(workers);
+      auto before = count(s.cluster, masters);
+      auto r = contend_here<L>(make, control, key, workers, plan.contention);
+      auto after = count(s.cluster, masters);
+      row.cycles = r.cycles;
+      row.cycles_per_s = r.cycles_per_s;
+      row.errors = r.errors;
+      if (r.cycles) {
+        // Left out: the critical section's GET and SET, the counter's SET
+        // and GET around the run, and one INFO per master for `before`.
+        auto other = static_cast<std::int64_t>(2 * r.cycles + 2 + masters.size());
+        row.commands_per_acquisition = static_cast<double>(after.master_commands - before.master_commands - other) /
+                                       static_cast<double>(r.cycles);
+        row.bus_messages_per_acquisition =
+            static_cast<double>(after.bus_messages - before.bus_messages) / static_cast<double>(r.cycles);
+      }
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+cluster_result run_cluster(const cluster_plan& plan) {
+  std::fprintf(stderr, "cluster: starting a private redis-server and a cluster of 3 masters with a replica each\n");
+  servers s;
+  cluster_result result;
+  {
+    // Pinned as the other uncontended phases: the client with the one
+    // server, and with the master of the tagged slot, so that both sides of
+    // each ratio cross (or do not cross) CPUs the same way.
+    test::pinned pin_single(plan.placement, s.single_server.pid());
+    test::pinned pin_master(plan.placement, s.cluster.node(s.tagged_master).pid());
+    result.deployment = "3 masters with a replica each on this machine; the uncontended phase's placement " +
+                        std::string(test::placement_name(plan.placement)) + " (" + pin_single.describe() +
+                        "; the master: " + pin_master.describe() + ")";
+    combinations::for_each([&](auto type) {
+      using L = typename decltype(type)::type;
+      if (!matches(plan.filter, L::combination_name())) return;
+      std::fprintf(stderr, "cluster: %s, %d cycles on each\n", L::combination_name().c_str(), plan.cycles);
+      try {
+        result.rows.push_back(uncontended_pair<L>(s, plan));
+      } catch (const std::system_error& e) {
+        throw std::runtime_error(L::combination_name() + " on the cluster: " + e.what());
+      }
+    });
+  }
+  // Contention, unpinned: the workers' threads spread over the CPUs.
+  std::size_t i = 0;
+  combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (!matches(plan.filter, L::combination_name())) return;
+    auto& row = result.rows[i++];
+    std::fprintf(stderr, "cluster: %s, %d workers for %lld ms, %d runs on each\n", row.name.c_str(),
+                 plan.handoff_workers, static_cast<long long>(plan.contention.count()), plan.contended_pairs);
+    try {
+      contended_pairs<L>(s, plan, row);
+    } catch (const std::system_error& e) {
+      throw std::runtime_error(row.name + " contended on the cluster: " + e.what());
+    }
+  });
+  result.pubsub = pubsub_phase(s, plan);
+  result.many = many_locks_phase(plan);
+  result.deployment += "; many locks: clusters of 1 and 3 masters without replicas";
+  return result;
+}
+
+}  // namespace dlock::compare
