@@ -169,17 +169,23 @@ def check_plots(script, out):
             fail(f"{name} has no label {label!r}")
 
 
+def run_backend(exe, backend, pattern, out):
+    """A quick run of --backend `backend` on the combinations matching
+    `pattern`: its completed process and its JSON."""
+    r = subprocess.run([exe, "--backend", backend, "--quick", "--filter", pattern, "--out", out],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        fail(f"--backend {backend} exited {r.returncode}: {r.stderr}")
+    with open(os.path.join(out, "compare.json")) as f:
+        return r, json.load(f)
+
+
 def check_backends(exe, out):
     """--backend sentinel: the owner-checked rows have a cycle with and
     without acknowledgement, each ratio from alternating pairs; the failover
     story's counts are what the designs promise. Plain combinations only
     (the story and the deployment take the time)."""
-    r = subprocess.run([exe, "--backend", "sentinel", "--quick", "--filter", "watchdog/spin", "--out", out],
-                       capture_output=True, text=True, timeout=240)
-    if r.returncode != 0:
-        fail(f"--backend sentinel exited {r.returncode}: {r.stderr}")
-    with open(os.path.join(out, "compare.json")) as f:
-        data = json.load(f)
+    r, data = run_backend(exe, "sentinel", "watchdog/spin", out)
     b = data["backends"]
     if b["names"] != ["sentinel"] or not b["deployment"]:
         fail(f"backends names/deployment: {b['names']} {b['deployment']!r}")
@@ -210,12 +216,7 @@ def check_cluster(exe, out):
     listed = subprocess.run([exe, "--list", "--filter", "watchdog/"], capture_output=True, text=True,
                             check=True).stdout
     expected = sorted(l.split("\t")[0] for l in listed.splitlines() if l.strip())
-    r = subprocess.run([exe, "--backend", "cluster", "--quick", "--filter", "watchdog/", "--out", out],
-                       capture_output=True, text=True, timeout=300)
-    if r.returncode != 0:
-        fail(f"--backend cluster exited {r.returncode}: {r.stderr}")
-    with open(os.path.join(out, "compare.json")) as f:
-        data = json.load(f)
+    r, data = run_backend(exe, "cluster", "watchdog/", out)
     c = data["backends"]["cluster"]
     if not c or not c["deployment"]:
         fail(f"no cluster part: {data['backends']}")

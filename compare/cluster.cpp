@@ -180,11 +180,27 @@ void contended_pairs(servers& s, const cluster_plan& plan, cluster_row& row) {
   }
 }
 
+// CPU seconds (user and system) each master of `c` has used so far.
+std::vector<double> cpu_seconds(test::redis_cluster& c) {
+  std::vector<double> out;
+  for (auto m : c.masters()) {
+    auto info = c.node(m).command({"INFO", "cpu"});
+    auto field = [&](const std::string& name) {
+      auto at = info.find(name + ":");
+      return at == std::string::npos ? 0.0 : std::stod(info.substr(at + name.size() + 1));
+    };
+    out.push_back(field("used_cpu_user") + field("used_cpu_sys"));
+  }
+  return out;
+}
+
 // Many locks: plan.many_workers threads over plan.many_backends backends of
-// a cluster, each thread lock()ing and unlock()ing a lock of its own.
-// Returns the cycles per second.
-double many_locks(const std::string& url, const std::vector<std::string>& names, const cluster_plan& plan,
-                  std::size_t& errors) {
+// cluster `c`, each thread lock()ing and unlock()ing a lock of its own.
+// Returns the cycles per second; `busiest` gets the busiest master's CPU
+// time over the run's wall time.
+double many_locks(test::redis_cluster& c, const std::vector<std::string>& names, const cluster_plan& plan,
+                  std::size_t& errors, std::vector<double>& busiest) {
+  const auto url = c.url();
   std::vector<std::unique_ptr<ClusterBackend>> backends;
   for (int i = 0; i < plan.many_backends; ++i) backends.push_back(std::make_unique<ClusterBackend>(url));
   std::vector<std::unique_ptr<Lock<ClusterBackend>>> locks;
@@ -210,11 +226,17 @@ double many_locks(const std::string& url, const std::vector<std::string>& names,
       }
     });
   }
+  const auto cpu_before = cpu_seconds(c);
   const auto t0 = test::monotonic_ns();
   end = t0 + std::chrono::nanoseconds(plan.contention).count();
   go.count_down();
   for (auto& t : pool) t.join();
   const double seconds = static_cast<double>(test::monotonic_ns() - t0) / 1e9;
+  const auto cpu_after = cpu_seconds(c);
+  double most = 0;
+  for (std::size_t m = 0; m < cpu_after.size() && m < cpu_before.size(); ++m)
+    most = std::max(most, (cpu_after[m] - cpu_before[m]) / seconds);
+  busiest.push_back(most);
   std::size_t total = 0;
   for (std::size_t i = 0; i < names.size(); ++i) total += done[i], errors += failed[i];
   return static_cast<double>(total) / seconds;
@@ -240,8 +262,12 @@ many_locks_row many_locks_phase(const cluster_plan& plan) {
     }
   }
   for (int pair = 0; pair < plan.pairs; ++pair) {
-    auto run_one = [&] { row.one_master_per_s.push_back(many_locks(one.url(), names, plan, row.errors)); };
-    auto run_three = [&] { row.three_masters_per_s.push_back(many_locks(three.url(), names, plan, row.errors)); };
+    auto run_one = [&] {
+      row.one_master_per_s.push_back(many_locks(one, names, plan, row.errors, row.one_master_busiest_cpu));
+    };
+    auto run_three = [&] {
+      row.three_masters_per_s.push_back(many_locks(three, names, plan, row.errors, row.three_masters_busiest_cpu));
+    };
     if (pair % 2 == 0) run_one(), run_three();
     else run_three(), run_one();
     row.pairs.push_back(row.three_masters_per_s.back() / row.one_master_per_s.back());

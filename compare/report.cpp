@@ -277,8 +277,10 @@ std::string cluster_table(const cluster_result& c) {
     auto& m = *c.many;
     out += "\nmany locks: " + std::to_string(m.workers) + " threads over " + std::to_string(m.backends) +
            " backends, each thread on a lock of its own (" + m.combination + "), uncontended lock/unlock:\n";
-    out += "  one master:    " + fmt("%.0f cycles/s", median(m.one_master_per_s)) + "\n";
-    out += "  three masters: " + fmt("%.0f cycles/s", median(m.three_masters_per_s)) + "\n";
+    out += "  one master:    " + fmt("%.0f cycles/s", median(m.one_master_per_s)) + ", the busiest master's CPU " +
+           fmt("%.0f%%", 100 * median(m.one_master_busiest_cpu)) + "\n";
+    out += "  three masters: " + fmt("%.0f cycles/s", median(m.three_masters_per_s)) + ", the busiest master's CPU " +
+           fmt("%.0f%%", 100 * median(m.three_masters_busiest_cpu)) + "\n";
     out += "  three over one: " + fmt("%.2f", median(m.pairs)) + " (median of " + std::to_string(m.pairs.size()) +
            " alternating pairs" + (m.errors ? ", " + std::to_string(m.errors) + " errors" : "") + ")\n";
   }
@@ -325,7 +327,10 @@ std::string cluster_json(const cluster_result& c) {
     out += "{\"combination\": " + quoted(m.combination) + ", \"workers\": " + std::to_string(m.workers) +
            ", \"backends\": " + std::to_string(m.backends) + ", \"one_master_per_s\": " + list(m.one_master_per_s) +
            ", \"three_masters_per_s\": " + list(m.three_masters_per_s) + ", \"three_over_one\": " +
-           number(median(m.pairs)) + ", \"pairs\": " + list(m.pairs) + ", \"errors\": " + std::to_string(m.errors) + "}";
+           number(median(m.pairs)) + ", \"pairs\": " + list(m.pairs) +
+           ", \"one_master_busiest_cpu\": " + list(m.one_master_busiest_cpu) +
+           ", \"three_masters_busiest_cpu\": " + list(m.three_masters_busiest_cpu) +
+           ", \"errors\": " + std::to_string(m.errors) + "}";
   } else {
     out += "null";
   }

@@ -137,6 +137,10 @@ struct many_locks_row {
   int workers = 0, backends = 0;
   std::vector<double> one_master_per_s, three_masters_per_s;  ///< each run's cycles per second
   std::vector<double> pairs;                                  ///< three over one, per pair of runs
+  /// Each run's busiest master: its CPU time (INFO cpu) over the run's
+  /// wall time. Near 1, that master was the bottleneck; well below, the
+  /// clients were.
+  std::vector<double> one_master_busiest_cpu, three_masters_busiest_cpu;
   std::size_t errors = 0;
 };
 
