@@ -59,7 +59,7 @@ RedisBackend* ClusterBackend::blocking_scope::enter(const std::shared_ptr<void>&
 ClusterBackend::ClusterBackend(std::string_view url) : ClusterBackend(redis::parse_cluster_url(url)) {}
 
 ClusterBackend::ClusterBackend(redis::cluster_config cfg)
-    : cfg_(checked(std::move(cfg))), router_(std::make_shared<cluster_router>(core_.get_executor(), cfg_)) {
+    : cfg_(checked(std::move(cfg))), router_(redis::detail::cluster_router::make(core_.get_executor(), cfg_)) {
   core_.start_thread();
   start(true);
 }
@@ -67,7 +67,7 @@ ClusterBackend::ClusterBackend(redis::cluster_config cfg)
 ClusterBackend::ClusterBackend(executor_type ex, redis::cluster_config cfg)
     : cfg_(checked(std::move(cfg))),
       core_(std::move(ex)),
-      router_(std::make_shared<cluster_router>(core_.get_executor(), cfg_)) {
+      router_(redis::detail::cluster_router::make(core_.get_executor(), cfg_)) {
   start(false);
 }
 
@@ -217,6 +217,6 @@ std::vector<redis::address> ClusterBackend::masters() const { return router_->ma
 std::size_t ClusterBackend::map_reads() const noexcept { return router_->map_reads(); }
 std::size_t ClusterBackend::moved_followed() const noexcept { return router_->moved_followed(); }
 std::size_t ClusterBackend::ask_followed() const noexcept { return router_->ask_followed(); }
-std::size_t ClusterBackend::channel_count() const { return router_->channel_count(); }
+std::size_t ClusterBackend::channel_count() const { return router_->channels().channel_count(); }
 
 }  // namespace dlock

@@ -1,7 +1,7 @@
 // ClusterBackend's router: the slot map and how it is read, the node table
-// (a RedisBackend per master), the sharded subscriptions that follow their
-// slots, and the small readers of a node's replies that the routing and the
-// blocking forms share. Internal to libdlock.
+// (a RedisBackend per master), and the small readers of a node's replies
+// that the routing and the blocking forms share; the shard channels that
+// follow their slots are cluster_channels'. Internal to libdlock.
 #pragma once
 
 #include <dlock/backend/cluster.hpp>
@@ -19,11 +19,11 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "ask_once.hpp"
+#include "cluster_channels.hpp"
 
 namespace dlock::redis::detail {
 
 using cluster_clock = std::chrono::steady_clock;
-using dlock::detail::key_slot;
 inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 inline constexpr std::uint16_t no_node = 0xFFFF;
 
@@ -84,22 +84,14 @@ inline verdict judge(const response& r, const address& from) {
   return v;
 }
 
-inline bool is_connection_error(const error_code& ec) {
-  return ec == condition::not_sent || ec == error::outcome_unknown || ec == error::not_master;
-}
-
-// (The three above are also used by ClusterBackend's blocking forms.)
+// (These, and is_connection_error in cluster_channels.hpp, are also used by
+// ClusterBackend's blocking forms.)
 
 inline bool keys_in_one_slot(const std::vector<std::string>& keys) {
   for (auto& k : keys)
     if (key_slot(k) != key_slot(keys.front())) return false;
   return true;
 }
-
-struct cluster_node {
-  address at;
-  std::unique_ptr<RedisBackend> backend;
-};
 
 // A node whose command connection was up and is down now (it died, or the
 // network dropped): commands queued there wait for it up to their timeout.
@@ -108,11 +100,20 @@ inline bool lost_link(const cluster_node& n) {
   return s.connects > 0 && !s.up;
 }
 
-// The slot map, the nodes, and the sharded subscriptions. Every member may
-// be called from any thread (one mutex); callbacks run on the executor.
-class cluster_router final : public subscription_owner, public std::enable_shared_from_this<cluster_router> {
+// The slot map and the nodes, and the channels subscribed on them. Every
+// member may be called from any thread (one mutex); callbacks run on the
+// executor. The router never calls its channels under its mutex (they ask
+// it for the map under theirs).
+class cluster_router final : public slot_map_view, public std::enable_shared_from_this<cluster_router> {
+  struct private_tag {};
+
  public:
-  cluster_router(asio::any_io_executor ex, cluster_config cfg)
+  static std::shared_ptr<cluster_router> make(asio::any_io_executor ex, cluster_config cfg) {
+    auto r = std::make_shared<cluster_router>(private_tag{}, std::move(ex), std::move(cfg));
+    r->channels_ = std::make_shared<cluster_channels>(r->ex_, r, r->cfg_.max_redirects, r->cfg_.node.reconnect_wait_max);
+    return r;
+  }
+  cluster_router(private_tag, asio::any_io_executor ex, cluster_config cfg)
       : ex_(std::move(ex)), cfg_(std::move(cfg)), owner_(cluster_slots, no_node) {
     node_cfg_ = cfg_.node;
     node_cfg_.source.reset();
@@ -125,7 +126,9 @@ class cluster_router final : public subscription_owner, public std::enable_share
 
   // ---- the map -----------------------------------------------------------
 
-  std::shared_ptr<cluster_node> owner(std::uint16_t slot) const {
+  cluster_channels& channels() noexcept { return *channels_; }
+
+  std::shared_ptr<cluster_node> owner(std::uint16_t slot) const override {
     std::lock_guard g(m_);
     auto i = owner_[slot];
     return i == no_node ? nullptr : nodes_[i];
@@ -153,13 +156,11 @@ class cluster_router final : public subscription_owner, public std::enable_share
   // A MOVED reply: the slot is at `to` now.
   void learn(std::uint16_t slot, const address& to) {
     ++moved_;
-    std::vector<std::string> moving;
     {
       std::lock_guard g(m_);
       owner_[slot] = index_of(to);
-      moving = channels_off_map();
     }
-    for (auto& ch : moving) resubscribe(ch);
+    channels_->map_changed();
     refresh_soon();
   }
 
@@ -167,7 +168,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
 
   // Reads the map again (one read at a time; callers meanwhile share it),
   // then calls `done` with its outcome.
-  void refresh(std::function<void(error_code)> done) {
+  void refresh(std::function<void(error_code)> done) override {
     {
       std::lock_guard g(m_);
       if (stopped_) {
@@ -185,7 +186,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
   }
 
   // A read of the map in the background, unless one ran a moment ago.
-  void refresh_soon() {
+  void refresh_soon() override {
     {
       std::lock_guard g(m_);
       if (refreshing_ || cluster_clock::now() - last_read_ < min_refresh_gap) return;
@@ -212,19 +213,12 @@ class cluster_router final : public subscription_owner, public std::enable_share
   // with shutting_down.
   void stop() {
     std::vector<std::shared_ptr<cluster_node>> nodes;
-    std::map<std::string, channel_entry> channels;
     {
       std::lock_guard g(m_);
       stopped_ = true;
       nodes = nodes_;
-      channels.swap(channels_);
-      channel_count_ = 0;
     }
-    // Outside the mutex: a listener's or a callback's destructor may call
-    // back in. Subscribes still waiting hear that the backend stopped.
-    for (auto& [name, e] : channels)
-      for (auto& [id, p] : e.pending) p.done(error_code(error::shutting_down), subscription());
-    channels.clear();
+    channels_->stop();
     for (auto& n : nodes) n->backend->stop();
   }
 
@@ -233,74 +227,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
     return stopped_;
   }
 
-  // ---- sharded subscriptions ---------------------------------------------
-
-  void subscribe(std::string channel, listener l, subscribe_done done) {
-    bool start = false;
-    {
-      std::lock_guard g(m_);
-      if (stopped_) {
-        asio::post(ex_, [done = std::move(done)] { done(error::shutting_down, subscription()); });
-        return;
-      }
-      auto [it, created] = channels_.try_emplace(channel);
-      auto& e = it->second;
-      if (created) {
-        e.slot = key_slot(channel);
-        channel_count_ = channels_.size();
-      }
-      auto id = ++next_id_;
-      if (e.confirmed) {
-        e.listeners.emplace(id, std::move(l));
-        auto sub = make_subscription(weak_from_this(), channel, id);
-        asio::post(ex_, [done = std::move(done), sub = std::move(sub)]() mutable { done({}, std::move(sub)); });
-        return;
-      }
-      e.pending.emplace(id, pending_listener{std::move(l), std::move(done)});
-      start = !e.subscribing;
-      if (start) e.subscribing = true;
-    }
-    if (start) subscribe_at_owner(channel, 0);
-  }
-
-  void remove_listener(std::string channel, std::uint64_t id) noexcept override {
-    subscription dropped;
-    {
-      std::lock_guard g(m_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end()) return;
-      auto& e = it->second;
-      e.listeners.erase(id);
-      e.pending.erase(id);
-      if (!e.listeners.empty() || !e.pending.empty()) return;
-      dropped = std::move(e.node_sub);
-      channels_.erase(it);
-      channel_count_ = channels_.size();
-    }
-  }
-
-  std::size_t channel_count() const {
-    std::lock_guard g(m_);
-    return channel_count_;
-  }
-
  private:
-  struct pending_listener {
-    listener l;
-    subscribe_done done;
-  };
-  struct channel_entry {
-    std::uint16_t slot = 0;
-    std::map<std::uint64_t, listener> listeners;         // confirmed
-    std::map<std::uint64_t, pending_listener> pending;   // waiting for a subscription
-    std::shared_ptr<cluster_node> at;                    // where it is subscribed (or being)
-    subscription node_sub;                               // that node's subscription
-    std::uint64_t generation = 0;                        // of the newest subscribe attempt
-    bool confirmed = false;
-    bool subscribing = false;
-    bool told_deaf = false;
-  };
-
   // Under m_.
   std::uint16_t index_of(const address& a) {
     for (std::size_t i = 0; i < nodes_.size(); ++i)
@@ -314,26 +241,15 @@ class cluster_router final : public subscription_owner, public std::enable_share
     n->at = a;
     n->backend = std::make_unique<RedisBackend>(ex_, cfg);
     if (stopped_) n->backend->stop();
-    std::weak_ptr<cluster_router> weak = weak_from_this();
+    std::weak_ptr<cluster_channels> weak = channels_;
     std::weak_ptr<cluster_node> weak_node = n;
     n->backend->subscriber().set_channel_lost_handler([weak, weak_node](const std::string& channel) {
-      auto self = weak.lock();
+      auto channels = weak.lock();
       auto node = weak_node.lock();
-      if (self && node) self->channel_lost(node, channel);
+      if (channels && node) channels->channel_lost(node, channel);
     });
     nodes_.push_back(std::move(n));
     return static_cast<std::uint16_t>(nodes_.size() - 1);
-  }
-
-  // Under m_: confirmed channels whose slot the map gives to another node.
-  std::vector<std::string> channels_off_map() {
-    std::vector<std::string> out;
-    for (auto& [name, e] : channels_) {
-      if (!e.confirmed || !e.at) continue;
-      auto i = owner_[e.slot];
-      if (i != no_node && nodes_[i] != e.at) out.push_back(name);
-    }
-    return out;
   }
 
   // The nodes to ask for the map: the masters of the map, then the seeds,
@@ -385,7 +301,6 @@ class cluster_router final : public subscription_owner, public std::enable_share
   }
 
   void apply(const std::vector<cluster_shard>& shards) {
-    std::vector<std::string> moving;
     {
       std::lock_guard g(m_);
       std::vector<std::uint16_t> fresh(cluster_slots, no_node);
@@ -396,10 +311,9 @@ class cluster_router final : public subscription_owner, public std::enable_share
       }
       owner_.swap(fresh);
       have_map_ = true;
-      moving = channels_off_map();
     }
     ++reads_;
-    for (auto& ch : moving) resubscribe(ch);
+    channels_->map_changed();
   }
 
   void map_read(error_code ec) {
@@ -413,162 +327,6 @@ class cluster_router final : public subscription_owner, public std::enable_share
     for (auto& w : waiters) w(ec);
   }
 
-  // Subscribes `channel` at the master of its slot (reading the map first
-  // when there is none for it).
-  void subscribe_at_owner(const std::string& channel, int attempt) {
-    std::uint16_t slot = key_slot(channel);
-    auto node = owner(slot);
-    if (!node) {
-      refresh([self = shared_from_this(), channel, attempt, slot](error_code ec) {
-        if (!ec && self->owner(slot)) return self->subscribe_at_owner(channel, attempt);
-        self->subscribe_failed(channel, ec ? ec : error_code(error::cluster_down), attempt);
-      });
-      return;
-    }
-    std::uint64_t generation = 0;
-    {
-      std::lock_guard g(m_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end()) return;
-      it->second.at = node;
-      generation = ++it->second.generation;
-    }
-    std::weak_ptr<cluster_router> weak = weak_from_this();
-    listener forward = [weak, channel](std::optional<std::string_view> m) {
-      if (auto self = weak.lock()) self->deliver(channel, m);
-    };
-    node->backend->async_subscribe(
-        channel, std::move(forward),
-        asio::bind_executor(ex_, [self = shared_from_this(), channel, node, generation, attempt](error_code ec,
-                                                                                               subscription sub) {
-          self->subscribed(channel, node, generation, attempt, ec, std::move(sub));
-        }));
-  }
-
-  void subscribed(const std::string& channel, const std::shared_ptr<cluster_node>& node, std::uint64_t generation,
-                  int attempt, error_code ec, subscription sub) {
-    if (ec) {
-      {
-        std::lock_guard g(m_);
-        auto it = channels_.find(channel);
-        if (it == channels_.end() || it->second.generation != generation) return;
-      }
-      if ((ec == error::slot_moved || is_connection_error(ec)) && ec != error::shutting_down &&
-          attempt < cfg_.max_redirects) {
-        // The map is stale, or the master is gone: read it, then try where
-        // it says.
-        refresh([self = shared_from_this(), channel, attempt](error_code) {
-          self->subscribe_at_owner(channel, attempt + 1);
-        });
-        return;
-      }
-      subscribe_failed(channel, ec, attempt);
-      return;
-    }
-    std::vector<std::pair<subscribe_done, subscription>> confirmed;
-    std::vector<listener> told;
-    bool moved_meanwhile = false;
-    {
-      std::lock_guard g(m_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end() || it->second.generation != generation || stopped_) return;  // sub unsubscribes
-      auto& e = it->second;
-      // The map changed while this subscribe was on its way (a move or a
-      // loss learned then was not acted on: it was in flight).
-      auto i = owner_[e.slot];
-      moved_meanwhile = i != no_node && nodes_[i] != node;
-      e.node_sub = std::move(sub);
-      e.at = node;
-      e.confirmed = true;
-      e.subscribing = false;
-      e.told_deaf = false;
-      // Listeners from before a move may have missed a message meanwhile.
-      for (auto& [id, l] : e.listeners) told.push_back(l);
-      for (auto& [id, p] : e.pending) {
-        e.listeners.emplace(id, std::move(p.l));
-        confirmed.emplace_back(std::move(p.done), make_subscription(weak_from_this(), channel, id));
-      }
-      e.pending.clear();
-    }
-    for (auto& [done, s] : confirmed) done({}, std::move(s));
-    for (auto& l : told) call_listener(channel, l, std::nullopt);
-    if (moved_meanwhile) resubscribe(channel);
-  }
-
-  // A subscribe that failed: the new listeners hear the error; listeners
-  // from before (a move) hear once that they may miss messages, and it is
-  // tried again after a pause.
-  void subscribe_failed(const std::string& channel, error_code ec, int attempt) {
-    std::vector<subscribe_done> failed;
-    std::vector<listener> told;
-    bool retry = false;
-    {
-      std::lock_guard g(m_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end()) return;
-      auto& e = it->second;
-      for (auto& [id, p] : e.pending) failed.push_back(std::move(p.done));
-      e.pending.clear();
-      if (e.listeners.empty()) {
-        channels_.erase(it);
-        channel_count_ = channels_.size();
-      } else {
-        retry = !stopped_;
-        if (!e.told_deaf)
-          for (auto& [id, l] : e.listeners) told.push_back(l);
-        e.told_deaf = true;
-      }
-    }
-    for (auto& d : failed) d(ec, subscription());
-    for (auto& l : told) call_listener(channel, l, std::nullopt);
-    if (!retry) return;
-    auto timer = std::make_shared<asio::steady_timer>(ex_, cfg_.node.reconnect_wait_max);
-    timer->async_wait([self = shared_from_this(), timer, channel, attempt](error_code) {
-      self->refresh([self, channel, attempt](error_code) { self->subscribe_at_owner(channel, attempt + 1); });
-    });
-  }
-
-  // The node no longer serves `channel` (its slot moved): subscribe where
-  // the map says now, once it was read again.
-  void channel_lost(const std::shared_ptr<cluster_node>& node, const std::string& channel) {
-    {
-      std::lock_guard g(m_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end() || it->second.at != node) return;
-    }
-    refresh([self = shared_from_this(), channel](error_code) { self->resubscribe(channel); });
-  }
-
-  // Moves a confirmed channel to the master of its slot now.
-  void resubscribe(const std::string& channel) {
-    subscription old;
-    {
-      std::lock_guard g(m_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end() || it->second.subscribing || stopped_) return;
-      auto& e = it->second;
-      old = std::move(e.node_sub);
-      e.confirmed = false;
-      e.subscribing = true;
-    }
-    old.reset();
-    subscribe_at_owner(channel, 0);
-  }
-
-  void deliver(const std::string& channel, std::optional<std::string_view> message) {
-    std::vector<listener> targets;
-    {
-      std::lock_guard g(m_);
-      auto it = channels_.find(channel);
-      if (it == channels_.end() || !it->second.confirmed) return;
-      for (auto& [id, l] : it->second.listeners) targets.push_back(l);
-    }
-    // A node's subscriber reconnected or cannot: its master may have
-    // failed over, so the map is read again.
-    if (!message) refresh_soon();
-    for (auto& l : targets) call_listener(channel, l, message);
-  }
-
   asio::any_io_executor ex_;
   cluster_config cfg_;
   config node_cfg_;
@@ -580,9 +338,7 @@ class cluster_router final : public subscription_owner, public std::enable_share
   bool stopped_ = false;
   cluster_clock::time_point last_read_{};
   std::vector<std::function<void(error_code)>> refresh_waiters_;
-  std::map<std::string, channel_entry> channels_;
-  std::size_t channel_count_ = 0;
-  std::uint64_t next_id_ = 0;
+  std::shared_ptr<cluster_channels> channels_;
   std::atomic<std::size_t> reads_{0}, moved_{0}, asked_{0};
 };
 

@@ -332,7 +332,7 @@ void cluster_eval_all(const std::shared_ptr<cluster_router>& r, std::vector<scri
 
 void cluster_subscribe(const std::shared_ptr<cluster_router>& r, std::string channel, listener l,
                        subscribe_done done) {
-  r->subscribe(std::move(channel), std::move(l), std::move(done));
+  r->channels().subscribe(std::move(channel), std::move(l), std::move(done));
 }
 
 std::string cross_slot_message(const std::vector<std::string>& keys) {

@@ -57,6 +57,34 @@ std::size_t other_master(dlock::test::redis_cluster& c, std::size_t not_this) {
   throw std::runtime_error("no other master");
 }
 
+// Takes `lock` within 20 s (then releases it): whether it did, and how long
+// it waited.
+template <class L>
+std::pair<bool, std::chrono::steady_clock::duration> timed_take(L& lock) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto h = lock.try_acquire_for(scaled(20s));
+  auto took = std::chrono::steady_clock::now() - t0;
+  if (h) h->release();
+  return std::pair{h.has_value(), took};
+}
+
+// What a subscriber of `channel` on `node` (a Redisson waiter) hears when
+// `holder` takes its lock and releases it; empty when nothing came in 5 s.
+template <class L>
+std::string heard_on_release(dlock::RedisBackend& node, const std::string& channel, L& holder) {
+  std::promise<std::string> heard;
+  auto sub = node.async_subscribe(channel,
+                                  [&](std::optional<std::string_view> m) {
+                                    if (m) heard.set_value(std::string(*m));
+                                  },
+                                  boost::asio::use_future)
+                 .get();
+  holder.acquire().release();
+  auto f = heard.get_future();
+  if (f.wait_for(scaled(5s)) != std::future_status::ready) return {};
+  return f.get();
+}
+
 template <class F>
 std::error_code thrown_code(F f) {
   try {
@@ -281,13 +309,7 @@ TEST_CASE("Redisson's lock on a cluster and dlock's wake each other's waiters (s
     // lease. A dlock waiter subscribes and waits.
     master.exec(dlock::redis::request().push("HSET", name, "c0ffee:1", 1).push("PEXPIRE", name, 30000));
     ClusterHashPubSub waiter(redis.backend, name, {}, r::Watchdog{scaled(10s)});
-    auto waiting = std::async(std::launch::async, [&] {
-      auto t0 = std::chrono::steady_clock::now();
-      auto h = waiter.try_acquire_for(scaled(20s));
-      auto took = std::chrono::steady_clock::now() - t0;
-      if (h) h->release();
-      return std::pair{h.has_value(), took};
-    });
+    auto waiting = std::async(std::launch::async, [&] { return timed_take(waiter); });
     REQUIRE(dlock::test::wait_until([&] { return redis.backend.channel_count() == 1; }, scaled(5s)));
     // Redisson's release, as it goes on the wire on a cluster with sharded
     // pub/sub: the channel passed as a key beside the lock, the publish
@@ -305,19 +327,8 @@ TEST_CASE("Redisson's lock on a cluster and dlock's wake each other's waiters (s
     auto cfg = master.settings();
     cfg.sharded_pubsub = true;
     dlock::RedisBackend redisson(cfg);
-    std::promise<std::string> heard;
-    auto sub = redisson
-                   .async_subscribe(channel,
-                                    [&](std::optional<std::string_view> m) {
-                                      if (m) heard.set_value(std::string(*m));
-                                    },
-                                    boost::asio::use_future)
-                   .get();
     ClusterHashPubSub holder(redis.backend, name, {}, r::Watchdog{scaled(10s)});
-    holder.acquire().release();
-    auto f = heard.get_future();
-    REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
-    CHECK(f.get() == "0");
+    CHECK(heard_on_release(redisson, channel, holder) == "0");
   }
 }
 
@@ -346,13 +357,7 @@ TEST_CASE("classic pub/sub on a cluster (sharded_pubsub false): Redisson's PUBLI
 
     master.exec(dlock::redis::request().push("HSET", name, "c0ffee:1", 1).push("PEXPIRE", name, 30000));
     ClusterHashPubSub waiter(classic, name, {}, r::Watchdog{scaled(10s)});
-    auto waiting = std::async(std::launch::async, [&] {
-      auto t0 = std::chrono::steady_clock::now();
-      auto h = waiter.try_acquire_for(scaled(20s));
-      auto took = std::chrono::steady_clock::now() - t0;
-      if (h) h->release();
-      return std::pair{h.has_value(), took};
-    });
+    auto waiting = std::async(std::launch::async, [&] { return timed_take(waiter); });
     REQUIRE(dlock::test::wait_until([&] { return classic.channel_count() == 1; }, scaled(5s)));
     std::this_thread::sleep_for(scaled(200ms));
     // Redisson's release with classic pub/sub: the key deleted on its
@@ -367,19 +372,8 @@ TEST_CASE("classic pub/sub on a cluster (sharded_pubsub false): Redisson's PUBLI
 
     // dlock's release reaches Redisson's classic subscriber on another node.
     dlock::RedisBackend redisson(elsewhere.settings());
-    std::promise<std::string> heard;
-    auto sub = redisson
-                   .async_subscribe(channel,
-                                    [&](std::optional<std::string_view> m) {
-                                      if (m) heard.set_value(std::string(*m));
-                                    },
-                                    boost::asio::use_future)
-                   .get();
     ClusterHashPubSub holder(classic, name, {}, r::Watchdog{scaled(10s)});
-    holder.acquire().release();
-    auto f = heard.get_future();
-    REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
-    CHECK(f.get() == "0");
+    CHECK(heard_on_release(redisson, channel, holder) == "0");
   }
 }
 
