@@ -30,6 +30,19 @@ redis::cluster_config checked(redis::cluster_config cfg) {
   return cfg;
 }
 
+// A blocking form's call: on this thread, over a pooled blocking connection
+// to the master of its slot, as one server's blocking forms go; the
+// asynchronous way, waited for, when that cannot carry it (no map yet, a
+// redirection to follow, a connection that cannot be made).
+template <class T, class Fast, class Routed>
+std::pair<std::error_code, T> blocking_form(ClusterBackend& backend, Fast&& fast, Routed&& routed) {
+  {
+    ClusterBackend::blocking_scope scope(backend);
+    if (auto out = fast()) return {out->first, std::move(out->second)};
+  }
+  return redis::detail::wait_for<T>(std::forward<Routed>(routed));
+}
+
 }  // namespace
 
 struct ClusterBackend::blocking_scope::node_scope {
@@ -162,16 +175,17 @@ ClusterBackend::blocking_exec_acknowledged(std::string_view key, const redis::re
 
 redis::response ClusterBackend::exec(std::string_view key, redis::request req, std::error_code& ec) {
   check_not_io_thread();
-  auto r = redis::detail::wait_for<redis::response>([&](auto cb) { async_exec(key, std::move(req), std::move(cb)); });
+  auto r = blocking_form<redis::response>(
+      *this, [&] { return blocking_exec(key, req); },
+      [&](auto cb) { async_exec(key, std::move(req), std::move(cb)); });
   ec = r.first;
   return std::move(r.second);
 }
 
 redis::response ClusterBackend::exec(std::string_view key, redis::request req) {
-  check_not_io_thread();
-  return redis::detail::value_or_throw(
-      redis::detail::wait_for<redis::response>([&](auto cb) { async_exec(key, std::move(req), std::move(cb)); }),
-      "Redis Cluster request failed");
+  std::error_code ec;
+  auto r = exec(key, std::move(req), ec);
+  return redis::detail::value_or_throw(std::pair{ec, std::move(r)}, "Redis Cluster request failed");
 }
 
 redis::value ClusterBackend::command(std::string_view key, redis::request req, std::error_code& ec) {
@@ -191,7 +205,8 @@ redis::value ClusterBackend::command(std::string_view key, redis::request req) {
 redis::value ClusterBackend::eval(const redis::script& s, std::vector<std::string> keys,
                                   std::vector<std::string> args, std::error_code& ec) {
   check_not_io_thread();
-  auto r = redis::detail::wait_for<redis::value>(
+  auto r = blocking_form<redis::value>(
+      *this, [&] { return blocking_eval(s, keys, args); },
       [&](auto cb) { async_eval(s, std::move(keys), std::move(args), std::move(cb)); });
   ec = r.first;
   return std::move(r.second);

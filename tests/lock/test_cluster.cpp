@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/hana/for_each.hpp>
@@ -375,6 +376,29 @@ TEST_CASE("classic pub/sub on a cluster (sharded_pubsub false): Redisson's PUBLI
     ClusterHashPubSub holder(classic, name, {}, r::Watchdog{scaled(10s)});
     CHECK(heard_on_release(redisson, channel, holder) == "0");
   }
+}
+
+TEST_CASE("ClusterBackend's blocking forms go out on the calling thread, as one server's do", "[cluster]") {
+  dlock::test::cluster_servers redis;
+  dlock::ClusterBackend backend(redis.cluster.url());
+  const std::string key = "{fast}:form";
+  static const dlock::redis::script get("return redis.call('GET', KEYS[1])");
+  backend.command(key, dlock::redis::request().push("SET", key, "0"));  // the map read, a connection made
+  // The backend's I/O thread stays busy until the calls below are done (or
+  // 10 s pass): calls that needed it would wait for it.
+  std::promise<void> stuck, calls_done;
+  auto finished = calls_done.get_future();
+  std::promise<bool> io_thread_saw;
+  boost::asio::post(backend.get_executor(), [&] {
+    stuck.set_value();
+    io_thread_saw.set_value(finished.wait_for(scaled(10s)) == std::future_status::ready);
+  });
+  stuck.get_future().wait();
+  CHECK(backend.command(key, dlock::redis::request().push("SET", key, "1")).str == "OK");
+  CHECK(backend.eval(get, {key}, {}).str == "1");
+  CHECK(backend.exec(key, dlock::redis::request().push("INCR", key).push("GET", key)).at(1).str == "2");
+  calls_done.set_value();
+  CHECK(io_thread_saw.get_future().get());  // every call returned while the I/O thread was busy
 }
 
 TEST_CASE("a subscribe still on its way when the backend goes completes with shutting_down", "[cluster]") {

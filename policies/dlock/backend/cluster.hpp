@@ -268,6 +268,9 @@ class ClusterBackend {
       std::string_view key, const redis::request& req);
 
   // ---- Blocking forms (throw std::system_error, or report through ec) ----
+  // Each goes out on the calling thread, over a pooled blocking connection
+  // to the master of its slot, as RedisBackend's do; the asynchronous path
+  // takes it when that cannot (no map yet, a redirection, no connection).
 
   redis::response exec(std::string_view key, redis::request req);
   redis::response exec(std::string_view key, redis::request req, std::error_code& ec);
