@@ -224,10 +224,11 @@ def check_cluster(exe, out):
     if names != expected or len(names) < 5:
         fail(f"cluster rows {names}, expected {expected}")
     for row in c["rows"]:
-        for side in ("single", "cluster"):
+        for side in ("single", "cluster", "cluster_without_replicas"):
             if not (row[side]["samples"] > 0 and row[side]["p50_us"] > 0):
                 fail(f"{row['name']}: no {side} cycles: {row}")
-        if not (row["cycle_vs_single"] > 0 and row["handoff_rate_vs_single"] > 0 and row["workers"] == 8):
+        if not (row["cycle_vs_single"] > 0 and row["without_replicas_vs_single"] > 0
+                and row["handoff_rate_vs_single"] > 0 and row["workers"] == 8):
             fail(f"{row['name']}: ratios missing: {row}")
         for side in ("single_contended", "cluster_contended"):
             x = row[side]

@@ -119,13 +119,19 @@ cluster_counts count(test::redis_cluster& c, const std::vector<std::size_t>& mas
   return k;
 }
 
-// The servers of the phase.
+// The servers of the phase: one server; three masters with a replica
+// each; the same without replicas (what the replicas cost); one master
+// alone (many locks).
 struct servers {
   test::redis_server single_server;
   test::redis_cluster cluster{test::cluster_options{.masters = 3, .replicas_per_master = 1}};
+  test::redis_cluster bare{test::cluster_options{.masters = 3}};
+  test::redis_cluster one_master{test::cluster_options{.masters = 1}};
   RedisBackend single{single_server.url()};
   ClusterBackend clustered{cluster.url()};
+  ClusterBackend bare_clustered{bare.url()};
   std::size_t tagged_master = cluster.master_of_slot(dlock::detail::key_slot(tag));
+  std::size_t bare_tagged_master = bare.master_of_slot(dlock::detail::key_slot(tag));
 };
 
 template <class L>
@@ -140,16 +146,20 @@ cluster_row uncontended_pair(servers& s, const cluster_plan& plan) {
   const std::string key = tag + "uncontended:" + row.name;
   L one(s.single, key);
   on_cluster<L> many(s.clustered, key);
-  std::vector<double> a, b, warm;
+  on_cluster<L> bare(s.bare_clustered, key);
+  std::vector<double> a, b, c, warm;
   timed_cycles(one, 5, warm);
   timed_cycles(many, 5, warm);
+  timed_cycles(bare, 5, warm);
   for (int pair = 0; pair < plan.pairs; ++pair) {
     const int k = plan.cycles / plan.pairs + (pair < plan.cycles % plan.pairs ? 1 : 0);
     auto base = timed_cycles(one, k, a);
     row.cycle_pairs.push_back(timed_cycles(many, k, b) / base);
+    row.bare_cycle_pairs.push_back(timed_cycles(bare, k, c) / base);
   }
   row.single = percentiles(a);
   row.cluster = percentiles(b);
+  row.bare_cluster = percentiles(c);
   return row;
 }
 
@@ -242,10 +252,10 @@ double many_locks(test::redis_cluster& c, const std::vector<std::string>& names,
   return static_cast<double>(total) / seconds;
 }
 
-many_locks_row many_locks_phase(const cluster_plan& plan) {
-  std::fprintf(stderr, "cluster: many locks, one master against three (starting both clusters)\n");
-  test::redis_cluster one(test::cluster_options{.masters = 1});
-  test::redis_cluster three(test::cluster_options{.masters = 3});
+many_locks_row many_locks_phase(servers& s, const cluster_plan& plan) {
+  std::fprintf(stderr, "cluster: many locks, one master against three\n");
+  auto& one = s.one_master;
+  auto& three = s.bare;
   many_locks_row row;
   row.combination = Lock<ClusterBackend>::combination_name();
   row.workers = plan.many_workers;
@@ -318,7 +328,9 @@ std::vector<pubsub_row> pubsub_phase(servers& s, const cluster_plan& plan) {
 }  // namespace
 
 cluster_result run_cluster(const cluster_plan& plan) {
-  std::fprintf(stderr, "cluster: starting a private redis-server and a cluster of 3 masters with a replica each\n");
+  std::fprintf(stderr,
+               "cluster: starting a private redis-server and clusters of 3 masters with a replica each, 3 masters, "
+               "and 1 master\n");
   servers s;
   cluster_result result;
   {
@@ -327,9 +339,11 @@ cluster_result run_cluster(const cluster_plan& plan) {
     // each ratio cross (or do not cross) CPUs the same way.
     test::pinned pin_single(plan.placement, s.single_server.pid());
     test::pinned pin_master(plan.placement, s.cluster.node(s.tagged_master).pid());
-    result.deployment = "3 masters with a replica each on this machine; the uncontended phase's placement " +
+    test::pinned pin_bare(plan.placement, s.bare.node(s.bare_tagged_master).pid());
+    result.deployment = "3 masters with a replica each, and 3 masters without, on this machine (many locks: 1 "
+                        "master against the 3 without replicas); the uncontended phase's placement " +
                         std::string(test::placement_name(plan.placement)) + " (" + pin_single.describe() +
-                        "; the master: " + pin_master.describe() + ")";
+                        "; each cluster's master: " + pin_master.describe() + ")";
     combinations::for_each([&](auto type) {
       using L = typename decltype(type)::type;
       if (!matches(plan.filter, L::combination_name())) return;
@@ -356,8 +370,7 @@ cluster_result run_cluster(const cluster_plan& plan) {
     }
   });
   result.pubsub = pubsub_phase(s, plan);
-  result.many = many_locks_phase(plan);
-  result.deployment += "; many locks: clusters of 1 and 3 masters without replicas";
+  result.many = many_locks_phase(s, plan);
   return result;
 }
 

@@ -256,22 +256,25 @@ std::string cluster_table(const cluster_result& c) {
   std::size_t name_w = 11;
   for (auto& r : c.rows) name_w = std::max(name_w, r.name.size());
   if (!c.rows.empty()) {
-    out += padded("combination", name_w) + "  single p50   cluster p50  x single   W  handoffs/s single  cluster  x single" +
+    out += padded("combination", name_w) +
+           "  single p50   cluster p50  x single  no replicas  x single   W  handoffs/s single  cluster  x single" +
            "   handoff p50 x single  overlaps\n";
     for (auto& r : c.rows) {
       out += padded(r.name, name_w) + "  " + padded(fmt("%.1f us", r.single.p50_us), 11) + "  " +
-             padded(fmt("%.1f us", r.cluster.p50_us), 12) + padded(fmt("%.2f", median(r.cycle_pairs)), 11) +
+             padded(fmt("%.1f us", r.cluster.p50_us), 12) + padded(fmt("%.2f", median(r.cycle_pairs)), 10) +
+             padded(fmt("%.1f us", r.bare_cluster.p50_us), 13) + padded(fmt("%.2f", median(r.bare_cycle_pairs)), 11) +
              padded(std::to_string(r.workers), 3) + padded(fmt("%.0f", r.single_contended.handoffs_per_s), 18) +
              padded(fmt("%.0f", r.cluster_contended.handoffs_per_s), 9) +
              padded(fmt("%.2f", median(r.handoff_rate_pairs)), 11) +
              padded(fmt("%.2f", median(r.handoff_latency_pairs)), 22) + std::to_string(r.cluster_overlaps) +
              (r.cluster_errors ? " (" + std::to_string(r.cluster_errors) + " errors)" : "") + "\n";
     }
-    out += "\nthe uncontended cycle (acquire + release, blocking) in blocks that alternate one server and the\n"
-           "cluster (the client pinned with each as the placement says); then W workers on one lock, each with\n"
-           "its own backend, in one process, in runs that alternate one server and the cluster. x single: the\n"
-           "median over the pairs of the cluster's figure over one server's next to it (a hand-off rate above\n"
-           "1 is faster on the cluster; a p50 above 1, slower). overlaps: holds that overlapped on the cluster.\n";
+    out += "\nthe uncontended cycle (acquire + release, blocking) in blocks that alternate one server, the\n"
+           "cluster, and the cluster without replicas (the client pinned with each as the placement says);\n"
+           "then W workers on one lock, each with its own backend, in one process, in runs that alternate one\n"
+           "server and the cluster (with replicas). x single: the median over the pairs of the cluster's\n"
+           "figure over one server's next to it (a hand-off rate above 1 is faster on the cluster; a p50\n"
+           "above 1, slower). overlaps: holds that overlapped on the cluster.\n";
   }
   if (c.many) {
     auto& m = *c.many;
@@ -311,7 +314,10 @@ std::string cluster_json(const cluster_result& c) {
     out += (i ? ",\n      " : "\n      ");
     out += "{\"name\": " + quoted(r.name) + ", \"single\": " + latency_json(r.single, 0) +
            ", \"cluster\": " + latency_json(r.cluster, 0) + ", \"cycle_vs_single\": " + number(median(r.cycle_pairs)) +
-           ", \"cycle_pairs\": " + list(r.cycle_pairs) + ",\n       \"workers\": " + std::to_string(r.workers) +
+           ", \"cycle_pairs\": " + list(r.cycle_pairs) + ", \"cluster_without_replicas\": " +
+           latency_json(r.bare_cluster, 0) + ", \"without_replicas_vs_single\": " +
+           number(median(r.bare_cycle_pairs)) + ", \"without_replicas_pairs\": " + list(r.bare_cycle_pairs) +
+           ",\n       \"workers\": " + std::to_string(r.workers) +
            ", \"single_contended\": " + contention_json(r.single_contended, 0) +
            ",\n       \"cluster_contended\": " + contention_json(r.cluster_contended, 0) +
            ",\n       \"handoff_rate_vs_single\": " + number(median(r.handoff_rate_pairs)) +

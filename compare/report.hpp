@@ -112,13 +112,16 @@ struct failover_row {
 };
 
 /// One combination on a Redis Cluster against one server (--backend
-/// cluster): its uncontended cycle in alternating blocks (as backend_row),
-/// and W workers on one lock, each with its own backend, in one process,
+/// cluster): its uncontended cycle in alternating blocks (as backend_row:
+/// one server, the cluster, the cluster without replicas, again ...), and
+/// W workers on one lock, each with its own backend, in one process,
 /// in runs that alternate one server and the cluster.
 struct cluster_row {
   std::string name;
   latency single, cluster;            ///< the uncontended cycle
+  latency bare_cluster;               ///< the same on three masters without replicas
   std::vector<double> cycle_pairs;    ///< each pair's p50 on the cluster over one server's
+  std::vector<double> bare_cycle_pairs;  ///< and without replicas over one server's
   int workers = 0;
   contention_result single_contended, cluster_contended;  ///< the last run of each
   /// Each pair of runs' hand-offs per second, and hand-off p50, on the
