@@ -69,10 +69,10 @@ std::pair<bool, std::chrono::steady_clock::duration> timed_take(L& lock) {
   return std::pair{h.has_value(), took};
 }
 
-// What a subscriber of `channel` on `node` (a Redisson waiter) hears when
-// `holder` takes its lock and releases it; empty when nothing came in 5 s.
-template <class L>
-std::string heard_on_release(dlock::RedisBackend& node, const std::string& channel, L& holder) {
+// What a subscriber of `channel` on `node` hears when `act()` runs (empty
+// when nothing came in 5 s); it unsubscribes on return.
+template <class Act>
+std::string heard_after(dlock::RedisBackend& node, const std::string& channel, Act act) {
   std::promise<std::string> heard;
   auto sub = node.async_subscribe(channel,
                                   [&](std::optional<std::string_view> m) {
@@ -80,10 +80,17 @@ std::string heard_on_release(dlock::RedisBackend& node, const std::string& chann
                                   },
                                   boost::asio::use_future)
                  .get();
-  holder.acquire().release();
+  act();
   auto f = heard.get_future();
   if (f.wait_for(scaled(5s)) != std::future_status::ready) return {};
   return f.get();
+}
+
+// What a Redisson waiter (a subscriber of `channel` on `node`) hears when
+// `holder` takes its lock and releases it.
+template <class L>
+std::string heard_on_release(dlock::RedisBackend& node, const std::string& channel, L& holder) {
+  return heard_after(node, channel, [&] { holder.acquire().release(); });
 }
 
 template <class F>
@@ -433,18 +440,10 @@ TEST_CASE("a sharded subscription ends cleanly: SUNSUBSCRIBE's reply is not take
   cfg.sharded_pubsub = true;
   dlock::RedisBackend node(cfg);
   for (int round = 0; round < 3; ++round) {
-    std::promise<std::string> heard;
-    auto sub = node.async_subscribe(channel,
-                                    [&](std::optional<std::string_view> m) {
-                                      if (m) heard.set_value(std::string(*m));
-                                    },
-                                    boost::asio::use_future)
-                   .get();
-    master.command(dlock::redis::request().push("SPUBLISH", channel, "m" + std::to_string(round)));
-    auto f = heard.get_future();
-    REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
-    CHECK(f.get() == "m" + std::to_string(round));
-    sub.reset();
+    const auto message = "m" + std::to_string(round);
+    CHECK(heard_after(node, channel, [&] {
+            master.command(dlock::redis::request().push("SPUBLISH", channel, message));
+          }) == message);
     CHECK(dlock::test::wait_until([&] {
       return master.command(dlock::redis::request().push("PUBSUB", "SHARDNUMSUB", channel)).elements.at(1).integer == 0;
     }));
