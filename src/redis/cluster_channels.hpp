@@ -203,10 +203,16 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
     listener forward = [weak, channel](std::optional<std::string_view> m) {
       if (auto self = weak.lock()) self->deliver(channel, m);
     };
+    // The node only weakly: this callback waits inside the node's own
+    // subscriber, which the node owns (a strong reference would keep a
+    // node whose subscribe never completes alive for ever).
+    std::weak_ptr<cluster_node> weak_node = node;
     node->backend->async_subscribe(
         channel, std::move(forward),
-        asio::bind_executor(ex_, [self = shared_from_this(), channel, node, generation, attempt](error_code ec,
-                                                                                               subscription sub) {
+        asio::bind_executor(ex_, [self = shared_from_this(), channel, weak_node, generation, attempt](
+                                     error_code ec, subscription sub) {
+          auto node = weak_node.lock();
+          if (!node && !ec) ec = error::shutting_down;
           self->subscribed(channel, node, generation, attempt, ec, std::move(sub));
         }));
   }
