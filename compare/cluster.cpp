@@ -102,10 +102,11 @@ struct cluster_counts {
   std::int64_t master_commands = 0, bus_messages = 0;
 };
 
-std::int64_t info_number(const std::string& text, const std::string& field) {
+// A number of an INFO (or CLUSTER INFO) text: "field:value"; 0 if absent.
+double info_number(const std::string& text, const std::string& field) {
   auto at = text.find(field + ":");
   if (at == std::string::npos) return 0;
-  return std::stoll(text.substr(at + field.size() + 1));
+  return std::stod(text.substr(at + field.size() + 1));
 }
 
 cluster_counts count(test::redis_cluster& c, const std::vector<std::size_t>& masters) {
@@ -113,8 +114,8 @@ cluster_counts count(test::redis_cluster& c, const std::vector<std::size_t>& mas
   for (auto m : masters) k.master_commands += total_calls(c.node(m).command({"INFO", "commandstats"}));
   for (std::size_t i = 0; i < c.nodes(); ++i) {
     auto info = c.node(i).command({"CLUSTER", "INFO"});
-    k.bus_messages += info_number(info, "cluster_stats_messages_publish_sent") +
-                      info_number(info, "cluster_stats_messages_publishshard_sent");
+    k.bus_messages += static_cast<std::int64_t>(info_number(info, "cluster_stats_messages_publish_sent") +
+                                                info_number(info, "cluster_stats_messages_publishshard_sent"));
   }
   return k;
 }
@@ -195,11 +196,7 @@ std::vector<double> cpu_seconds(test::redis_cluster& c) {
   std::vector<double> out;
   for (auto m : c.masters()) {
     auto info = c.node(m).command({"INFO", "cpu"});
-    auto field = [&](const std::string& name) {
-      auto at = info.find(name + ":");
-      return at == std::string::npos ? 0.0 : std::stod(info.substr(at + name.size() + 1));
-    };
-    out.push_back(field("used_cpu_user") + field("used_cpu_sys"));
+    out.push_back(info_number(info, "used_cpu_user") + info_number(info, "used_cpu_sys"));
   }
   return out;
 }
