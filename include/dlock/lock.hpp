@@ -102,25 +102,7 @@ class Lock {
   /// when the backend acknowledges writes (replica acknowledgement) and the
   /// ownership is not owner-checked.
   Lock(BackendT& backend, std::string name, OwnershipT ownership = {}, RenewalT renewal = {},
-       WaitT wait = {})
-      : backend_(backend),
-        name_(std::move(name)),
-        ownership_(std::move(ownership)),
-        renewal_(std::move(renewal)),
-        wait_(std::move(wait)),
-        keeper_(renewal_, backend_) {
-    if (auto ec = detail::validate_name(name_)) throw std::system_error(ec, "dlock::Lock name");
-    if (auto ec = ownership_.validate()) throw std::system_error(ec, "dlock::Lock ownership policy");
-    if (auto ec = renewal_.validate()) throw std::system_error(ec, "dlock::Lock renewal policy");
-    if (auto ec = wait_.validate()) throw std::system_error(ec, "dlock::Lock wait policy");
-    // A write too few replicas acknowledged is given back, which only an
-    // owner-checked release can do without deleting someone else's lock.
-    if (detail::acknowledging(backend_) && !OwnershipT::owner_checked)
-      throw std::system_error(make_error_code(error::invalid_argument),
-                              std::string("dlock::Lock: replica acknowledgement needs an owner-checked ownership "
-                                          "(token, reentrant hash or queue), not ") +
-                                  OwnershipT::policy_name);
-  }
+       WaitT wait = {});
 
   /// Releases whatever this lock object still holds (the std interface's
   /// holds; holds must not outlive their lock). Waits for releases that

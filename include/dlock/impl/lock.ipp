@@ -28,6 +28,32 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::entry_use::~entry_use() {
   }
 }
 
+// Out of the class body, so that a combination declared `extern template`
+// (Lock<> in dlock.hpp) does not instantiate its keeper and engines in every
+// file that constructs one: an inline constructor would be instantiated for
+// inlining, and with it everything its members need.
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+Lock<BackendT, OwnershipT, RenewalT, WaitT>::Lock(BackendT& backend, std::string name, OwnershipT ownership,
+                                                  RenewalT renewal, WaitT wait)
+    : backend_(backend),
+      name_(std::move(name)),
+      ownership_(std::move(ownership)),
+      renewal_(std::move(renewal)),
+      wait_(std::move(wait)),
+      keeper_(renewal_, backend_) {
+  if (auto ec = detail::validate_name(name_)) throw std::system_error(ec, "dlock::Lock name");
+  if (auto ec = ownership_.validate()) throw std::system_error(ec, "dlock::Lock ownership policy");
+  if (auto ec = renewal_.validate()) throw std::system_error(ec, "dlock::Lock renewal policy");
+  if (auto ec = wait_.validate()) throw std::system_error(ec, "dlock::Lock wait policy");
+  // A write too few replicas acknowledged is given back, which only an
+  // owner-checked release can do without deleting someone else's lock.
+  if (detail::acknowledging(backend_) && !OwnershipT::owner_checked)
+    throw std::system_error(make_error_code(error::invalid_argument),
+                            std::string("dlock::Lock: replica acknowledgement needs an owner-checked ownership "
+                                        "(token, reentrant hash or queue), not ") +
+                                OwnershipT::policy_name);
+}
+
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
   bool can_wait = !backend_.on_io_thread();
