@@ -9,22 +9,17 @@ subject, with redis-py's Lock among them (./dev installs python3-redis).
 
 usage: check_bench.py BENCH_WIRE BENCH_LOCKS BENCH_CYCLE
 """
-import socket
+import os
 import subprocess
 import sys
-import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
+from private_redis import private_redis  # noqa: E402
 
 
 def fail(msg):
     print("check_bench: " + msg, file=sys.stderr)
     sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def calls(cli):
@@ -48,39 +43,27 @@ def run(exe, url, cli, bench_filter, expect):
 
 def main():
     wire, locks, cycle = sys.argv[1], sys.argv[2], sys.argv[3]
-    port = free_port()
-    with tempfile.TemporaryDirectory() as d:
-        server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
-        try:
-            cli = ["redis-cli", "-p", str(port)]
-            for _ in range(100):
-                if subprocess.run(cli + ["PING"], capture_output=True, text=True).stdout.strip() == "PONG":
-                    break
-                time.sleep(0.05)
-            url = f"redis://127.0.0.1:{port}"
-            run(wire, url, cli, "BM_ping_plain_socket|BM_ping_connection",
-                ["BM_ping_connection", "PING through the connection costs"])
-            run(locks, url, cli, "BM_ping|/token/fixed/spin",
-                ["lock_unlock/token/fixed/spin", "contended/token/fixed/spin", "threads:8",
-                 "many_locks/token/fixed/spin/64", "ping_us", "in_pings", "token/fixed/spin "])
-            before = calls(cli)
-            r = subprocess.run([cycle, url, "--rounds", "3", "--block", "20"], capture_output=True, text=True,
-                               timeout=120)
-            if r.returncode != 0:
-                fail(f"{cycle} {url} exited {r.returncode}: {r.stderr[-2000:]}")
-            for text in ["2 PINGs, plain socket", "floor: Token's commands", "floor: redis-py's commands",
-                         "redis-py Lock", "Token lock()/unlock()", "Lock<> acquire()/release()", "x redis-py rate"]:
-                if text not in r.stdout:
-                    fail(f"{cycle}: no {text!r} in its output:\n{r.stdout}")
-            if calls(cli) - before < 100:
-                fail(f"{cycle} did not use the server at {url}")
-            bad = subprocess.run([cycle, url, "--rounds", "0"], capture_output=True, text=True, timeout=60)
-            if bad.returncode != 2 or "--rounds" not in bad.stderr:
-                fail(f"{cycle} --rounds 0: exit {bad.returncode}, stderr {bad.stderr!r}")
-        finally:
-            server.kill()
-            server.wait()
+    with private_redis() as (port, cli):
+        url = f"redis://127.0.0.1:{port}"
+        run(wire, url, cli, "BM_ping_plain_socket|BM_ping_connection",
+            ["BM_ping_connection", "PING through the connection costs"])
+        run(locks, url, cli, "BM_ping|/token/fixed/spin",
+            ["lock_unlock/token/fixed/spin", "contended/token/fixed/spin", "threads:8",
+             "many_locks/token/fixed/spin/64", "ping_us", "in_pings", "token/fixed/spin "])
+        before = calls(cli)
+        r = subprocess.run([cycle, url, "--rounds", "3", "--block", "20"], capture_output=True, text=True,
+                           timeout=120)
+        if r.returncode != 0:
+            fail(f"{cycle} {url} exited {r.returncode}: {r.stderr[-2000:]}")
+        for text in ["2 PINGs, plain socket", "floor: Token's commands", "floor: redis-py's commands",
+                     "redis-py Lock", "Token lock()/unlock()", "Lock<> acquire()/release()", "x redis-py rate"]:
+            if text not in r.stdout:
+                fail(f"{cycle}: no {text!r} in its output:\n{r.stdout}")
+        if calls(cli) - before < 100:
+            fail(f"{cycle} did not use the server at {url}")
+        bad = subprocess.run([cycle, url, "--rounds", "0"], capture_output=True, text=True, timeout=60)
+        if bad.returncode != 2 or "--rounds" not in bad.stderr:
+            fail(f"{cycle} --rounds 0: exit {bad.returncode}, stderr {bad.stderr!r}")
     print("check_bench: ok")
 
 

@@ -12,12 +12,12 @@ usage: check_compare.py DLOCK_COMPARE OUT_DIR PLOT_SCRIPT
 """
 import json
 import os
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
+from private_redis import private_redis  # noqa: E402
 
 
 def fail(msg):
@@ -34,36 +34,18 @@ def one_line_failure(exe, args, code, contains):
         fail(f"{args}: expected one line containing {contains!r}, got {r.stderr!r}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def check_shared_server(exe, out):
     """With --redis, the run touches only its own keys and deletes them all
     (the locks and their marker keys)."""
-    port = free_port()
-    with tempfile.TemporaryDirectory() as d:
-        server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
-        try:
-            cli = ["redis-cli", "-p", str(port)]
-            for _ in range(100):
-                if subprocess.run(cli + ["PING"], capture_output=True, text=True).stdout.strip() == "PONG":
-                    break
-                time.sleep(0.05)
-            subprocess.run(cli + ["SET", "someone:else", "1"], check=True, capture_output=True)
-            r = subprocess.run([exe, "--redis", f"redis://127.0.0.1:{port}", "--quick", "--filter", "token",
-                                "--out", out], capture_output=True, text=True, timeout=120)
-            if r.returncode != 0:
-                fail(f"--redis run exited {r.returncode}: {r.stderr}")
-            keys = subprocess.run(cli + ["KEYS", "*"], capture_output=True, text=True).stdout.split()
-            if keys != ["someone:else"]:
-                fail(f"--redis left keys behind or touched others: {keys[:5]} ({len(keys)} keys)")
-        finally:
-            server.kill()
-            server.wait()
+    with private_redis() as (port, cli):
+        subprocess.run(cli + ["SET", "someone:else", "1"], check=True, capture_output=True)
+        r = subprocess.run([exe, "--redis", f"redis://127.0.0.1:{port}", "--quick", "--filter", "token",
+                            "--out", out], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            fail(f"--redis run exited {r.returncode}: {r.stderr}")
+        keys = subprocess.run(cli + ["KEYS", "*"], capture_output=True, text=True).stdout.split()
+        if keys != ["someone:else"]:
+            fail(f"--redis left keys behind or touched others: {keys[:5]} ({len(keys)} keys)")
 
 
 def check_faults(data):
