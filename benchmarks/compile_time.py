@@ -9,12 +9,14 @@ The figure is the median of those ratios.
 
     ./dev bench compile                  # this tree, 5 rounds
     ./dev bench compile --before 4351121 # also a past commit, in the same rounds
+    ./dev bench compile --before 4351121 --only custom --rounds 15
 
 Subjects (benchmarks/compile/*.cpp): asio_only (the yardstick), default_lock
 (Lock<>, compiled in libdlock), custom_lock (Token/FixedLease/Spin, compiled
 in the file). With --before REV, the default and custom files are compiled a
 second time against that commit's headers (a git worktree in a temporary
-folder), so "before" and "now" share every round.
+folder), so "before" and "now" share every round, and the ratio of each
+file's time now to its time before, round by round, is printed too.
 """
 import argparse
 import os
@@ -44,6 +46,7 @@ def main():
     ap.add_argument("--opt", default="-O2", help="optimization flag (default: -O2)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--before", metavar="REV", help="also compile against this commit's headers")
+    ap.add_argument("--only", metavar="TEXT", help="only the lock files whose name contains TEXT (asio_only always runs)")
     args = ap.parse_args()
     if args.rounds < 1:
         sys.exit("--rounds must be at least 1")
@@ -63,6 +66,8 @@ def main():
     subjects = {"asio_only": base + [os.path.join(FILES, "asio_only.cpp")]}
     for label, tree in trees.items():
         for name in ("default_lock", "custom_lock"):
+            if args.only and args.only not in name:
+                continue
             subjects[f"{name} ({label})"] = base + flags(tree) + [os.path.join(FILES, name + ".cpp")]
 
     names = list(subjects)
@@ -87,6 +92,14 @@ def main():
         ratios = [t / a for t, a in zip(times[n], times["asio_only"])]
         print(f"{n:28} {statistics.median(times[n]):9.2f} {statistics.median(ratios):6.2f}x "
               f"{min(ratios):6.2f}-{max(ratios):.2f}x")
+    if args.before:
+        # Now against before, file by file, round by round: the direct A/B.
+        for name in ("default_lock", "custom_lock"):
+            now, before = times.get(f"{name} (now)"), times.get(f"{name} (before)")
+            if now and before:
+                ratios = [a / b for a, b in zip(now, before)]
+                print(f"{name}: now / before {statistics.median(ratios):.2f}x "
+                      f"({min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} rounds)")
 
 
 if __name__ == "__main__":

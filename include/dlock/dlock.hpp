@@ -32,7 +32,7 @@ namespace dlock {
 // The default lock, Lock<> (Redisson's RLock), is compiled once, in libdlock
 // (src/lock_instances.cpp): a translation unit that uses it does not compile
 // its engine again, which is most of the cost of using a lock. A
-// combination of your own can do the same (README, "Compile time").
+// combination of your own can do the same (docs/building.md, "Compile time").
 extern template class Lock<RedisBackend, ownership::ReentrantHash, renewal::Watchdog, wait::PubSub>;
 
 }  // namespace dlock

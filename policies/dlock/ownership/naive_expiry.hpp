@@ -29,7 +29,7 @@ namespace dlock::ownership {
 /// client's wall clock, has no owner token (no watchdog, no owner-checked
 /// release), and a lost acquire reply stays outcome_unknown.
 ///
-/// This header is also the worked example of README's "Writing a policy":
+/// This header is also the worked example of docs/writing-a-policy.md:
 /// it is the whole policy, and one entry in combinations.hpp's list adds it
 /// to every place where combinations are listed.
 struct NaiveExpiry : expiry_value {
