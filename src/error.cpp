@@ -32,6 +32,8 @@ class category final : public std::error_category {
       case error::connect_timeout: return "connecting to Redis timed out";
       case error::auth_failed: return "Redis authentication failed (wrong user or password)";
       case error::select_failed: return "Redis SELECT of the database failed";
+      case error::unexpected_handshake_reply:
+        return "the server answered the connection's handshake with a reply Redis never gives there (not Redis?)";
       case error::command_timeout:
         return "command timed out before it was sent; it did not run";
       case error::not_connected: return "not connected to Redis; the command was not sent";
@@ -76,7 +78,8 @@ class condition_category_impl final : public std::error_category {
     switch (static_cast<condition>(value)) {
       case condition::not_sent:
         return e == error::connection_refused || e == error::resolve_failed || e == error::connect_timeout ||
-               e == error::auth_failed || e == error::select_failed || e == error::command_timeout ||
+               e == error::auth_failed || e == error::select_failed || e == error::unexpected_handshake_reply ||
+               e == error::command_timeout ||
                e == error::not_connected || e == error::shutting_down || e == error::not_master ||
                e == error::unknown_master || e == error::no_sentinel || e == error::cross_slot ||
                e == error::cluster_down || e == error::slot_moved;

@@ -59,6 +59,12 @@ enum class error {
   auth_failed,
   /// SELECT of the database in the URL failed (index out of range).
   select_failed,
+  /// The server answered the connection's handshake (AUTH, SELECT, CLIENT
+  /// SETNAME, ROLE, PING) with a reply Redis never gives there: a wrong
+  /// type or value, say an integer to AUTH. It may not be a Redis server,
+  /// or something between changes its replies. The connection is closed
+  /// and tried again; no command of the caller's was sent on it.
+  unexpected_handshake_reply,
   /// The command was not written within the command timeout (the connection
   /// was down or busy the whole time). It definitely did not run.
   command_timeout,

@@ -47,12 +47,22 @@ class handshake {
 
   // The first failure among `replies` (one per command, in order), or
   // success: auth_failed, select_failed, not_master (ROLE names another
-  // role), or server_error for an error reply to the PING (say, LOADING).
+  // role), server_error for an error reply to the PING (say, LOADING), or
+  // unexpected_handshake_reply for a reply Redis never gives to that
+  // command (AUTH, SELECT and CLIENT SETNAME answer the status OK, PING the
+  // status PONG, ROLE an array that starts with the role's name).
   boost::system::error_code verdict(const response& replies) const {
     for (std::size_t i = 0; i < replies.size(); ++i) {
       const value& r = replies[i];
       if (!r.is_error()) {
-        if (i < steps_.size() && steps_[i] == step::role && !is_master_role(r)) return error::not_master;
+        if (i >= steps_.size()) {
+          if (!is_status(r, "PONG")) return error::unexpected_handshake_reply;
+        } else if (steps_[i] == step::role) {
+          if (!is_role(r)) return error::unexpected_handshake_reply;
+          if (r.elements[0].str != "master") return error::not_master;
+        } else if (!is_status(r, "OK")) {
+          return error::unexpected_handshake_reply;
+        }
         continue;
       }
       // A server that wants a password says so to whichever command comes
@@ -77,9 +87,15 @@ class handshake {
  private:
   enum class step : unsigned char { auth, select, setname, role };
 
-  // ROLE's reply on a master: ["master", offset, [replicas...]].
-  static bool is_master_role(const value& r) {
-    return r.is_array() && !r.elements.empty() && r.elements[0].is_string() && r.elements[0].str == "master";
+  // ROLE's reply: an array that starts with the role's name, ["master",
+  // offset, [replicas...]] on a master.
+  static bool is_role(const value& r) {
+    return r.is_array() && !r.elements.empty() && r.elements[0].is_string();
+  }
+
+  // A status reply (`+OK`), not a bulk string that happens to say the same.
+  static bool is_status(const value& r, std::string_view text) {
+    return r.type == kind::simple_string && r.str == text;
   }
 
   static bool starts_with_ci(std::string_view s, std::string_view upper_prefix) {

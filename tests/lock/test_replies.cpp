@@ -235,3 +235,44 @@ TEST_CASE("an ownership's own reader decides what a renewal reply means", "[repl
   hold.release(ec);
   CHECK(!ec);
 }
+
+TEST_CASE("the handshake refuses replies Redis never gives, naming the handshake, before any lock command",
+          "[replies][handshake]") {
+  // Each row: the URL's extra part, and the reply that breaks the handshake.
+  struct row {
+    const char* what;
+    std::string path;  // "" or "/3" (SELECT)
+    std::string user;  // "" or ":pw@" (AUTH)
+    std::string command;
+    std::string reply;
+  };
+  const std::vector<row> rows = {
+      {"AUTH answered with an integer", "", ":pw@", "AUTH", integer(1)},
+      {"AUTH answered with a bulk OK", "", ":pw@", "AUTH", bulk("OK")},
+      {"SELECT answered with nil", "/3", "", "SELECT", nil},
+      {"CLIENT SETNAME answered with an integer", "", "", "CLIENT", integer(0)},
+      {"PING answered with a bulk PONG", "", "", "PING", bulk("PONG")},
+      {"PING answered with OK", "", "", "PING", ok},
+  };
+  for (const auto& r : rows) {
+    SECTION(r.what) {
+      fake_redis fake(script{{{r.command, r.reply}}});
+      auto url = "redis://" + r.user + "127.0.0.1:" + std::to_string(fake.port()) + r.path;
+      try {
+        dlock::RedisBackend redis(url);
+        FAIL("the backend connected through a handshake answered with " << r.reply);
+      } catch (const std::system_error& e) {
+        CHECK(e.code() == dlock::error::unexpected_handshake_reply);
+        CHECK(e.code() == dlock::condition::not_sent);
+      }
+      // Nothing but handshakes reached the server.
+      for (const auto& cmd : fake.commands())
+        CHECK((cmd.at(0) == "AUTH" || cmd.at(0) == "SELECT" || cmd.at(0) == "CLIENT" || cmd.at(0) == "PING"));
+    }
+  }
+  // The same server answering as Redis does is fine (the control).
+  fake_redis fake;
+  dlock::RedisBackend redis("redis://:pw@127.0.0.1:" + std::to_string(fake.port()) + "/3");
+  CHECK(fake.count("AUTH") >= 1);
+  CHECK(fake.count("SELECT") >= 1);
+}

@@ -346,6 +346,30 @@ TEST_CASE("handshake replies map to auth_failed, select_failed, server_error or 
   CHECK(hs.verdict({failure("WRONGPASS"), failure("ERR DB index is out of range"), ok, pong}) == error::auth_failed);
 }
 
+TEST_CASE("handshake replies of a type or value Redis never gives there are unexpected_handshake_reply",
+          "[core][handshake]") {
+  dlock::redis::config cfg;
+  cfg.password = "pw";
+  cfg.database = 3;
+  cfg.client_name = "me";
+  dlock::redis::detail::handshake hs(cfg);
+  const value ok = simple("OK"), pong = simple("PONG");
+  using dlock::error;
+  auto bulk = [](const char* s) { return value::make_string(s, dlock::redis::kind::bulk_string); };
+  CHECK(hs.verdict({value::make_integer(1), ok, ok, pong}) == error::unexpected_handshake_reply);  // AUTH
+  CHECK(hs.verdict({bulk("OK"), ok, ok, pong}) == error::unexpected_handshake_reply);
+  CHECK(hs.verdict({simple("QUEUED"), ok, ok, pong}) == error::unexpected_handshake_reply);
+  CHECK(hs.verdict({ok, value{}, ok, pong}) == error::unexpected_handshake_reply);  // SELECT: nil
+  CHECK(hs.verdict({ok, ok, value::make_integer(0), pong}) == error::unexpected_handshake_reply);  // SETNAME
+  CHECK(hs.verdict({ok, ok, ok, bulk("PONG")}) == error::unexpected_handshake_reply);
+  CHECK(hs.verdict({ok, ok, ok, ok}) == error::unexpected_handshake_reply);  // PING: OK
+  CHECK(hs.verdict({ok, ok, ok, simple("pong")}) == error::unexpected_handshake_reply);
+  // An error reply still reads as before, and the first failure wins.
+  CHECK(hs.verdict({value::make_integer(1), failure("ERR DB index is out of range"), ok, pong}) ==
+        error::unexpected_handshake_reply);
+  CHECK(hs.verdict({failure("WRONGPASS"), value::make_integer(1), ok, pong}) == error::auth_failed);
+}
+
 TEST_CASE("with no password, a server that wants one says NOAUTH to the PING", "[core][handshake]") {
   dlock::redis::config cfg;  // CLIENT SETNAME dlock, then PING
   dlock::redis::detail::handshake hs(cfg);
@@ -372,7 +396,7 @@ TEST_CASE("a handshake that needs a master asks ROLE and refuses any other role"
   CHECK(hs.verdict({role("master"), pong}) == error_code{});
   CHECK(hs.verdict({role("slave"), pong}) == dlock::error::not_master);
   CHECK(hs.verdict({role("sentinel"), pong}) == dlock::error::not_master);
-  CHECK(hs.verdict({simple("master"), pong}) == dlock::error::not_master);  // not ROLE's shape
+  CHECK(hs.verdict({simple("master"), pong}) == dlock::error::unexpected_handshake_reply);  // not ROLE's shape
   CHECK(hs.verdict({failure("NOPERM this user has no permissions to run the 'role' command"), pong}) ==
         dlock::error::not_master);
   CHECK(hs.verdict({failure("NOAUTH Authentication required."), pong}) == dlock::error::auth_failed);
