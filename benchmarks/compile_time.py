@@ -52,12 +52,15 @@ def main():
         sys.exit("--rounds must be at least 1")
 
     base = [args.cxx, "-std=c++20", args.opt, "-c", "-o", os.devnull]
-    trees = {"now": ROOT}
+    trees = {"now": ROOT}  # "now" is the working tree, uncommitted edits included
     worktree = None
     if args.before:
         worktree = tempfile.mkdtemp(prefix="dlock-before-")
-        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", worktree, args.before],
-                       check=True, stdout=subprocess.DEVNULL)
+        r = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", worktree, args.before],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            os.rmdir(worktree)
+            sys.exit(f"--before {args.before}: {r.stderr.strip()}")
         trees = {"before": worktree, "now": ROOT}
 
     def flags(tree):
@@ -81,8 +84,10 @@ def main():
                   ", ".join(f"{n} {times[n][-1]:.2f} s" for n in names), file=sys.stderr, flush=True)
     finally:
         if worktree:
-            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", worktree],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            r = subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", worktree],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                print(f"could not remove the worktree {worktree}: {r.stderr.strip()}", file=sys.stderr)
 
     cxx = subprocess.run([args.cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     print(f"compile time, {cxx}, -std=c++20 {args.opt}, {args.rounds} rounds, "

@@ -1,6 +1,7 @@
-// A file that takes the default lock, Lock<>, the way README shows: what
-// most users pay per file. Lock<> is compiled in libdlock, so this file
-// should compile little more than the headers (`./dev bench compile`).
+// A file that takes the default lock, Lock<>, as README's first example
+// does: what most users pay per file. Lock<> is compiled in libdlock, so
+// this file should compile little more than the headers (`./dev bench
+// compile`).
 #include <dlock/dlock.hpp>
 
 #include <chrono>

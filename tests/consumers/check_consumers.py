@@ -4,11 +4,16 @@ folder (meson install --destdir), then builds tests/consumers/consumer.cpp
 against it twice, as a user would:
 - a CMake project: find_package(dlock 0.1) and dlock::dlock;
 - a Meson project: dependency('dlock') through pkg-config.
-Each program runs against a private redis-server, with the installed
-libdlock (not the build tree's), and checks that its locks exclude a second
-client and that dlock::version() is the project's version.
+Each program runs against a private redis-server and checks that its locks
+exclude a second client and that dlock::version() is the project's version.
+Both must use the installed copy, not the source tree nor another install
+(say an older one in /usr/local, which compilers and the loader search by
+default): every dlock header their compiles read (Ninja's record of the
+compiler's depfiles) must be under the temporary folder, and the CMake
+consumer must load libdlock from there through its own RUNPATH, with no
+LD_LIBRARY_PATH.
 
-usage: check_consumers.py MESON BUILD_DIR VERSION CXX
+usage: check_consumers.py MESON BUILD_DIR VERSION -- CXX [ARGS...]
 """
 import json
 import os
@@ -28,7 +33,7 @@ def fail(msg):
 
 
 def run(cmd, env=None, cwd=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=240)
     if r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r.stdout
@@ -41,6 +46,13 @@ def find_one(root, name):
     return found[0]
 
 
+def dlock_headers_read(build):
+    """The dlock headers the compiles in `build` read, as Ninja recorded them
+    from the compiler's depfiles (`ninja -t deps`)."""
+    deps = run(["ninja", "-C", build, "-t", "deps"])
+    return {p.strip() for p in deps.splitlines() if "/dlock/" in p and p.strip().endswith((".hpp", ".ipp"))}
+
+
 def project(tmp, kind):
     """A copy of the consumer project of this kind, with consumer.cpp."""
     src = os.path.join(tmp, kind + "-src")
@@ -50,7 +62,13 @@ def project(tmp, kind):
 
 
 def main():
-    meson, build_dir, version, cxx = sys.argv[1:5]
+    meson, build_dir, version, sep = sys.argv[1:5]
+    compiler = sys.argv[5:]
+    if sep != "--" or not compiler:
+        fail("usage: check_consumers.py MESON BUILD_DIR VERSION -- CXX [ARGS...]")
+    if os.path.basename(compiler[0]) in ("ccache", "sccache") and len(compiler) > 1:
+        compiler = compiler[1:]  # the consumers' builds need the compiler itself
+    cxx = compiler[0]
     for tool in ("cmake", "ninja", "pkg-config"):
         if shutil.which(tool) is None:
             fail(f"{tool} is not installed (./dev installs it)")
@@ -64,8 +82,8 @@ def main():
         prefix = dest + next(o["value"] for o in options if o["name"] == "prefix")
         if not config.startswith(prefix + os.sep):
             fail(f"{config} is not under the install prefix {prefix}")
-        # Only the installed copy: no build tree on the loader's path.
-        env = dict(os.environ, CXX=cxx, LD_LIBRARY_PATH=libdir)
+        env = dict(os.environ, CXX=cxx)
+        env.pop("LD_LIBRARY_PATH", None)
 
         programs = {}
         src = project(tmp, "cmake")
@@ -82,12 +100,28 @@ def main():
         run(["ninja", "-C", out], env=env)
         programs["meson"] = os.path.join(out, "consumer")
 
+        for kind in programs:
+            headers = dlock_headers_read(os.path.join(tmp, kind + "-build"))
+            if not headers:
+                fail(f"ninja -t deps names no dlock header for the {kind} consumer: cannot tell which it used")
+            inside = os.path.realpath(dest) + os.sep
+            strays = sorted(h for h in headers if not os.path.realpath(h).startswith(inside))
+            if strays:
+                fail(f"the {kind} consumer read dlock headers from outside the install: {strays[:5]}")
+
+        # The CMake consumer finds libdlock through its RUNPATH (CMake writes
+        # the imported library's folder there); the Meson one is given the
+        # folder, as a user of a library outside the loader's path would.
+        run_env = {"cmake": env, "meson": dict(env, LD_LIBRARY_PATH=libdir)}
+        shared = [f for f in os.listdir(libdir) if f.startswith("libdlock.so")]
         with private_redis() as (port, _):
             for kind, exe in programs.items():
-                shared = os.path.join(libdir, "libdlock.so")
-                if os.path.exists(shared) and shared not in run(["ldd", exe], env=env):
-                    fail(f"the {kind} consumer does not load the installed libdlock")
-                print(run([exe, f"redis://127.0.0.1:{port}", version], env=env).strip(), f"(built by {kind})")
+                if shared:
+                    loaded = [line for line in run(["ldd", exe], env=run_env[kind]).splitlines() if "libdlock" in line]
+                    if not loaded or (libdir + os.sep) not in loaded[0]:
+                        fail(f"the {kind} consumer does not load the installed libdlock: {loaded}")
+                print(run([exe, f"redis://127.0.0.1:{port}", version], env=run_env[kind]).strip(),
+                      f"(built by {kind})")
     print("check_consumers: ok")
 
 
