@@ -324,12 +324,21 @@ TEST_CASE("the handshake sends AUTH, SELECT, CLIENT SETNAME as configured, then 
         request().push("AUTH", "alice", "pw").push("SELECT", 3).push("CLIENT", "SETNAME", "me").push("PING").payload());
 }
 
-TEST_CASE("handshake replies map to auth_failed, select_failed, server_error or success", "[core][handshake]") {
+namespace {
+
+// A handshake with every step before the PING: AUTH, SELECT, CLIENT SETNAME.
+dlock::redis::detail::handshake full_handshake() {
   dlock::redis::config cfg;
   cfg.password = "pw";
   cfg.database = 3;
   cfg.client_name = "me";
-  dlock::redis::detail::handshake hs(cfg);
+  return dlock::redis::detail::handshake(cfg);
+}
+
+}  // namespace
+
+TEST_CASE("handshake replies map to auth_failed, select_failed, server_error or success", "[core][handshake]") {
+  auto hs = full_handshake();
   const value ok = simple("OK"), pong = simple("PONG");
   using dlock::error;
 
@@ -348,11 +357,7 @@ TEST_CASE("handshake replies map to auth_failed, select_failed, server_error or 
 
 TEST_CASE("handshake replies of a type or value Redis never gives there are unexpected_handshake_reply",
           "[core][handshake]") {
-  dlock::redis::config cfg;
-  cfg.password = "pw";
-  cfg.database = 3;
-  cfg.client_name = "me";
-  dlock::redis::detail::handshake hs(cfg);
+  auto hs = full_handshake();
   const value ok = simple("OK"), pong = simple("PONG");
   using dlock::error;
   auto bulk = [](const char* s) { return value::make_string(s, dlock::redis::kind::bulk_string); };
