@@ -130,6 +130,33 @@ TEST_CASE("a user missing a permission gets the server's refusal, not \"not acqu
     auto log = redis.refusals();
     CHECK_THAT(log, Catch::Contains("lua") && Catch::Contains("hset"));
   }
+  SECTION("a channel outside the rule: a hand-off waiter's SUBSCRIBE") {
+    acl_server redis(without(without(rule, "&{app:*"), "&app:*"));
+    dlock::RedisBackend a(redis.url()), b(redis.url());
+    using QueueLock = dlock::Lock<dlock::RedisBackend, dlock::ownership::Queue, dlock::renewal::FixedLease,
+                                  dlock::wait::HandOff>;
+    QueueLock first(a, "app:queue"), second(b, "app:queue");
+    auto hold = first.acquire();
+    std::error_code ec;
+    auto started = std::chrono::steady_clock::now();
+    CHECK_FALSE(second.try_acquire_for(scaled(3s), ec));
+    CHECK(ec == dlock::error::server_error);
+    CHECK(std::chrono::steady_clock::now() - started < scaled(2s));  // at once, not at the deadline
+    CHECK_THAT(redis.refusals(), Catch::Contains("channel") && Catch::Contains("{app:queue}:handoff:"));
+  }
+  SECTION("a channel outside the rule: a pub/sub waiter's SUBSCRIBE") {
+    acl_server redis(without(rule, "&redisson_lock__channel:{app:*"));
+    dlock::RedisBackend a(redis.url()), b(redis.url());
+    dlock::Lock<> first(a, "app:hash"), second(b, "app:hash");
+    auto hold = first.acquire();
+    std::error_code ec;
+    CHECK_FALSE(second.try_acquire_for(scaled(3s), ec));
+    CHECK(ec == dlock::error::server_error);
+    CHECK_THAT(redis.refusals(), Catch::Contains("redisson_lock__channel:{app:hash}"));
+    // The holder's release may not publish either: its script stops there.
+    hold.release(ec);
+    CHECK(ec == dlock::error::server_error);
+  }
   SECTION("a key outside the rule") {
     acl_server redis(rule);
     dlock::RedisBackend backend(redis.url());
