@@ -450,4 +450,5 @@ class Lock {
 }  // namespace dlock
 
 #include <dlock/impl/lock.ipp>
+#include <dlock/impl/blocking.ipp>
 #include <dlock/impl/settle.ipp>

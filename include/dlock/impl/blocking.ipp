@@ -1,0 +1,91 @@
+// The bodies of Lock's blocking glue: how the std and handle interfaces run
+// the acquire and release operations for a caller that waits (on the
+// calling thread, see detail::run_here), and where a destroyed hold's
+// release goes. Included at the bottom of lock.hpp; not a header to include
+// on its own.
+#pragma once
+
+namespace dlock {
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_blocking(const std::string& key, detail::steady::time_point deadline)
+    -> acquire_result {
+  check_blocking_allowed();
+  return run_blocking(acquire_op(key, deadline));
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+template <class T>
+T Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_blocking(asio::awaitable<T> op) {
+  if constexpr (contract::backend_blocking<BackendT>) {
+    // On this thread, with its commands on a connection of its own: no
+    // thread hop before a command is written or after its reply is read.
+    if (!detail::running_here()) {
+      typename BackendT::blocking_scope scope(backend_);
+      return detail::run_here(std::move(op));
+    }
+  }
+  return asio::co_spawn(asio::make_strand(backend_.get_executor()), std::move(op), asio::use_future).get();
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec)
+    -> std::optional<hold_type> {
+  auto owner = thread_owner();
+  auto [aec, rec] = acquire_blocking(owner, deadline);
+  ec = aec;
+  if (ec) return std::nullopt;
+  return hold_type(this, std::move(owner), false, std::move(rec));
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec,
+                                                 std::string id, bool abandon) -> release_result {
+  if (backend_.on_io_thread()) return release_result{error::would_deadlock, std::move(id)};
+  return run_blocking(release_op(key, std::move(rec), std::move(id), abandon));
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_abandoned(std::string key, bool async,
+                                                             std::shared_ptr<detail::hold_record> rec,
+                                                             std::string id) noexcept {
+  try {
+    if (async || backend_.on_io_thread()) {
+      auto task = [](Lock* self, std::string key, std::shared_ptr<detail::hold_record> rec,
+                     std::string id) -> asio::awaitable<void> {
+        auto [ec, retry_id] = co_await self->release_op(std::move(key), std::move(rec), std::move(id), true);
+        if (ec) self->report(ec, "release in ~Hold");
+      };
+      background_.spawn(backend_.get_executor(), task(this, std::move(key), std::move(rec), std::move(id)),
+                        "release in ~Hold");
+      return;
+    }
+    if (auto ec = release_blocking(key, std::move(rec), std::move(id), true).first) report(ec, "release in ~Hold");
+  } catch (...) {
+    report(make_error_code(error::unexpected_exception),
+           "release in ~Hold: " + detail::background_work::describe(std::current_exception()));
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::check_blocking_allowed() const {
+  if (backend_.on_io_thread())
+    throw std::logic_error("dlock: a blocking lock call on a thread that runs the backend's executor would deadlock; use the async interface there");
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_lock_until_steady(detail::steady::time_point deadline) {
+  auto ec = acquire_blocking(thread_owner(), deadline).first;
+  if (ec == error::not_acquired) return false;
+  if (ec) throw std::system_error(ec, "try_lock '" + name_ + "'");
+  return true;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold_blocking(hold_type& hold) {
+  auto [ec, id] = release_blocking(hold.owner_key_, hold.record_, hold.release_id_, false);
+  settle(hold, ec, std::move(id));
+  return ec;
+}
+
+}  // namespace dlock
