@@ -54,6 +54,14 @@ class category final : public std::error_category {
         return "the Redis Cluster cannot serve the key's slot now (CLUSTERDOWN, no slot map, or redirections "
                "that did not settle); the command did not run";
       case error::slot_moved: return "the cluster node does not serve the key's slot (MOVED or ASK)";
+      case error::tls_handshake_failed:
+        return "the TLS handshake failed (is the port a TLS port? no protocol or cipher in common?)";
+      case error::tls_certificate_rejected:
+        return "the server's TLS certificate failed verification (not signed by a trusted CA, expired, ...)";
+      case error::tls_hostname_mismatch:
+        return "the server's TLS certificate is not for the name checked (hostname or IP address mismatch)";
+      case error::tls_client_certificate_rejected:
+        return "the server refused this client's TLS certificate, or its lack of one (mutual TLS)";
     }
     return "unknown dlock error";
   }
@@ -82,7 +90,9 @@ class condition_category_impl final : public std::error_category {
                e == error::command_timeout ||
                e == error::not_connected || e == error::shutting_down || e == error::not_master ||
                e == error::unknown_master || e == error::no_sentinel || e == error::cross_slot ||
-               e == error::cluster_down || e == error::slot_moved;
+               e == error::cluster_down || e == error::slot_moved || e == error::tls_handshake_failed ||
+               e == error::tls_certificate_rejected || e == error::tls_hostname_mismatch ||
+               e == error::tls_client_certificate_rejected;
       case condition::may_have_run: return e == error::outcome_unknown || e == error::unexpected_reply;
       case condition::lock_lost: return e == error::lease_lost;
     }

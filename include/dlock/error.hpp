@@ -125,6 +125,26 @@ enum class error {
   /// say to SSUBSCRIBE). ClusterBackend follows these itself; only code
   /// that talks to one node directly sees this. The command did not run.
   slot_moved,
+
+  // --- TLS (rediss://) ---------------------------------------------------------
+  /// The TLS handshake failed for a reason other than the three below: the
+  /// port does not speak TLS (a plain-text Redis port), no protocol version
+  /// or cipher in common, or the stream broke mid-handshake. Nothing was sent.
+  tls_handshake_failed,
+  /// The server's certificate failed verification: not signed by a CA the
+  /// settings trust, expired, not yet valid, or otherwise unusable. The
+  /// exception of a failed first connect gives OpenSSL's reason. Nothing
+  /// was sent.
+  tls_certificate_rejected,
+  /// The server's certificate is trusted but not for the name checked
+  /// (tls_settings::server_name, by default the host connected to): the
+  /// hostname or IP address does not match. Nothing was sent.
+  tls_hostname_mismatch,
+  /// The server refused this client's certificate, or its lack of one
+  /// (mutual TLS: tls-auth-clients yes). Under TLS 1.3 the server says so
+  /// only after the handshake, at the first read; dlock reads that as this
+  /// error too. Nothing of the caller's was sent.
+  tls_client_certificate_rejected,
 };
 
 /// Questions a caller asks of any error, instead of listing codes:

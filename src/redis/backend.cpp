@@ -132,8 +132,11 @@ void RedisBackend::wait_first_connect() {
   auto r = redis::detail::wait_for<int>([this](auto cb) {
     commands_->async_wait_connected([cb = std::move(cb)](redis::error_code ec) mutable { cb(ec, 0); });
   });
-  if (r.first)
-    throw std::system_error(r.first, "cannot connect to " + commands_->settings().describe());
+  if (r.first) {
+    auto why = commands_->last_connect_failure();
+    throw std::system_error(r.first, "cannot connect to " + commands_->settings().describe() +
+                                         (why.empty() ? "" : " (" + why + ")"));
+  }
 }
 
 void RedisBackend::check_not_io_thread() const {

@@ -14,8 +14,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <system_error>
 #include <optional>
+
+#include <boost/asio/ssl/context.hpp>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <dlock/redis/address_source.hpp>
 #include <dlock/redis/script.hpp>
@@ -23,6 +30,7 @@
 #include "address_lookup.hpp"
 #include "connect_error.hpp"
 #include "handshake.hpp"
+#include "tls.hpp"
 
 namespace dlock::redis {
 namespace {
@@ -66,13 +74,64 @@ error_code connect_within(int fd, const sockaddr* addr, socklen_t len, clock::ti
   return {};
 }
 
+// The TLS session's socket I/O: send() with MSG_NOSIGNAL, where OpenSSL's
+// own socket BIO calls write(), which raises SIGPIPE on a closed connection
+// (and a library must not change how its process handles signals). The
+// BIO's data is the descriptor. A timeout (EAGAIN) is a retry, which
+// SSL_get_error reports as SSL_ERROR_WANT_READ or _WANT_WRITE.
+int socket_of(BIO* b) { return static_cast<int>(reinterpret_cast<std::intptr_t>(::BIO_get_data(b))); }
+
+int bio_write(BIO* b, const char* data, int size) {
+  ::BIO_clear_retry_flags(b);
+  ssize_t n;
+  do n = ::send(socket_of(b), data, static_cast<std::size_t>(size), MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_write(b);
+  return static_cast<int>(n);
+}
+
+int bio_read(BIO* b, char* into, int size) {
+  ::BIO_clear_retry_flags(b);
+  ssize_t n;
+  do n = ::recv(socket_of(b), into, static_cast<std::size_t>(size), 0);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_read(b);
+  return static_cast<int>(n);
+}
+
+long bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
+
+int bio_create(BIO* b) {
+  ::BIO_set_init(b, 1);
+  return 1;
+}
+
+// Made once, kept for the process's life (OpenSSL keeps no reference of its own).
+const BIO_METHOD* socket_bio_method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = ::BIO_meth_new(::BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "dlock blocking socket");
+    if (m && ::BIO_meth_set_write(m, bio_write) == 1 && ::BIO_meth_set_read(m, bio_read) == 1 &&
+        ::BIO_meth_set_ctrl(m, bio_ctrl) == 1 && ::BIO_meth_set_create(m, bio_create) == 1)
+      return m;
+    throw std::system_error(make_error_code(error::invalid_argument), "OpenSSL refused a BIO method");
+  }();
+  return method;
+}
+
 }  // namespace
 
-blocking_connection::blocking_connection(config cfg) : cfg_(std::move(cfg)), parser_(cfg_.limits) {}
+blocking_connection::blocking_connection(config cfg)
+    : cfg_(std::move(cfg)),
+      tls_context_(cfg_.tls ? detail::make_tls_context(*cfg_.tls) : nullptr),
+      parser_(cfg_.limits) {}
 
 blocking_connection::~blocking_connection() { close(); }
 
 void blocking_connection::close() noexcept {
+  // No close_notify: the socket closes whatever the session's state, and
+  // the server reads the end of the stream as the client gone.
+  if (ssl_) ::SSL_free(ssl_);
+  ssl_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   owed_ = 0;
@@ -83,6 +142,10 @@ void blocking_connection::close() noexcept {
 
 bool blocking_connection::check_idle() {
   if (fd_ < 0) return false;
+  if (ssl_ && ::SSL_pending(ssl_) > 0 && owed_ == 0) {
+    close();  // decrypted bytes nobody asked for
+    return false;
+  }
   char c;
   ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
@@ -103,7 +166,9 @@ error_code blocking_connection::open() {
     if (!target) return error::not_connected;
   }
   auto deadline = now + cfg_.connect_timeout;
+  last_failure_.clear();
   error_code ec = open_socket(*target, deadline);
+  if (!ec && tls_context_) ec = start_tls(*target, deadline);
   if (!ec) ec = handshake(deadline);
   if (ec) {
     close();
@@ -162,8 +227,17 @@ error_code blocking_connection::handshake(clock::time_point deadline) {
   bool wrote_any = false;
   if (auto ec = write_all(greeting.commands().payload(), wrote_any)) return ec;
   response replies;
-  if (auto ec = read_replies(greeting.replies_expected(), replies, deadline))
+  tls_error_ = 0;
+  if (auto ec = read_replies(greeting.replies_expected(), replies, deadline)) {
+    // Under TLS 1.3 a refused client certificate is only heard here, as
+    // the server's alert on the first read.
+    if (tls_error_ != 0) {
+      auto failure = detail::read_tls_failure(nullptr, tls_error_);
+      last_failure_ = std::move(failure.why);
+      return failure.code;
+    }
     return ec == error::outcome_unknown && clock::now() >= deadline ? error_code(error::connect_timeout) : ec;
+  }
   if (auto ec = greeting.verdict(replies)) return ec;
   // From now on every send and every first read waits the command timeout.
   if (!set_timeout(fd_, SO_SNDTIMEO, cfg_.command_timeout) || !set_timeout(fd_, SO_RCVTIMEO, cfg_.command_timeout))
@@ -172,10 +246,73 @@ error_code blocking_connection::handshake(clock::time_point deadline) {
   return {};
 }
 
+error_code blocking_connection::start_tls(const address& target, clock::time_point deadline) {
+  ::ERR_clear_error();
+  ssl_ = ::SSL_new(tls_context_->native_handle());
+  BIO* bio = ssl_ ? ::BIO_new(socket_bio_method()) : nullptr;
+  if (!bio) {
+    last_failure_ = "OpenSSL could not make a TLS session";
+    return error::tls_handshake_failed;
+  }
+  ::BIO_set_data(bio, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd_)));
+  ::SSL_set_bio(ssl_, bio, bio);
+  // SSL_write returns after each whole record, so a failed write knows
+  // whether a record the server can read has left (see write_all).
+  ::SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE);
+  if (!detail::prepare_tls_session(ssl_, *cfg_.tls, target.host)) {
+    last_failure_ = "OpenSSL refused the server name";
+    return error::tls_handshake_failed;
+  }
+  for (;;) {
+    auto left = left_until(deadline);
+    if (!set_timeout(fd_, SO_RCVTIMEO, left) || !set_timeout(fd_, SO_SNDTIMEO, left)) return os_error(errno);
+    ::ERR_clear_error();
+    int rc = ::SSL_connect(ssl_);
+    if (rc == 1) return {};
+    int e = ::SSL_get_error(ssl_, rc);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+      if (clock::now() >= deadline) return error::connect_timeout;
+      continue;
+    }
+    auto failure = detail::read_tls_failure(ssl_, e == SSL_ERROR_SSL ? ::ERR_get_error() : 0);
+    ::ERR_clear_error();
+    last_failure_ = std::move(failure.why);
+    return failure.code;
+  }
+}
+
+long blocking_connection::send_some(const char* data, std::size_t size) {
+  if (!ssl_) return ::send(fd_, data, size, MSG_NOSIGNAL);
+  ::ERR_clear_error();
+  std::size_t written = 0;
+  if (::SSL_write_ex(ssl_, data, size, &written) == 1) return static_cast<long>(written);
+  int e = ::SSL_get_error(ssl_, 0);
+  ::ERR_clear_error();
+  errno = e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ ? EAGAIN : EPIPE;
+  return -1;
+}
+
+long blocking_connection::receive_some(char* into, std::size_t size) {
+  if (!ssl_) return ::recv(fd_, into, size, 0);
+  ::ERR_clear_error();
+  std::size_t got = 0;
+  if (::SSL_read_ex(ssl_, into, size, &got) == 1) return static_cast<long>(got);
+  int e = ::SSL_get_error(ssl_, 0);
+  tls_error_ = e == SSL_ERROR_SSL ? ::ERR_get_error() : 0;
+  ::ERR_clear_error();
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (e == SSL_ERROR_ZERO_RETURN) return 0;  // the server's close_notify: end of stream
+  errno = ECONNRESET;  // a broken record, an alert, a reset: the stream is over
+  return -1;
+}
+
 error_code blocking_connection::write_all(const std::string& data, bool& wrote_any) {
   std::size_t off = 0;
   while (off < data.size()) {
-    ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    ssize_t n = send_some(data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       close();
@@ -229,7 +366,7 @@ error_code blocking_connection::read_replies(std::size_t n, response& out, clock
       }
       timeout_set_ = budget;
     }
-    ssize_t got = ::recv(fd_, chunk, sizeof chunk, 0);
+    ssize_t got = receive_some(chunk, sizeof chunk);
     if (got < 0 && errno == EINTR) continue;
     timed_out = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     if (timed_out) continue;  // the deadline check above decides

@@ -101,12 +101,49 @@ bool valid_host_char(char c) {
          c == '.' || c == '_';
 }
 
-// Past the user info, every message may quote what it rejects.
-void parse_tcp(std::string_view rest, config& cfg) {
+// A rediss:// URL's query: tls_settings' file and name fields.
+void parse_tls_query(std::string_view query, tls_settings& tls) {
+  for (std::size_t start = 0; start <= query.size();) {
+    auto amp = query.find('&', start);
+    auto item = query.substr(start, amp == npos ? npos : amp - start);
+    start = amp == npos ? query.size() + 1 : amp + 1;
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    auto name = item.substr(0, eq);
+    if (eq == npos) throw url_error{"query parameter \"" + std::string(name) + "\" has no value"};
+    auto value = percent_decode(item.substr(eq + 1), "query");
+    if (value.empty()) throw url_error{"query parameter \"" + std::string(name) + "\" is empty"};
+    std::string* field = name == "ca_file"       ? &tls.ca_file
+                         : name == "ca_dir"      ? &tls.ca_dir
+                         : name == "cert_file"   ? &tls.cert_file
+                         : name == "key_file"    ? &tls.key_file
+                         : name == "server_name" ? &tls.server_name
+                                                 : nullptr;
+    if (!field)
+      throw url_error{"unknown query parameter \"" + std::string(name) +
+                      "\" (rediss:// takes ca_file, ca_dir, cert_file, key_file, server_name)"};
+    *field = std::move(value);
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    throw url_error{"cert_file and key_file go together (a client certificate and its key)"};
+}
+
+// Past the user info, every message may quote what it rejects. With `tls`
+// (rediss://) a query of TLS settings may follow.
+void parse_tcp(std::string_view rest, config& cfg, bool tls = false) {
   cfg.kind = config::transport::tcp;
   if (auto at = userinfo_end("redis", rest); at != npos) {
     take_credentials(rest.substr(0, at), cfg);
     rest = rest.substr(at + 1);
+  }
+  if (tls) {
+    cfg.tls.emplace();
+    if (auto hash = rest.find('#'); hash != npos)
+      throw url_error{"unexpected \"" + std::string(rest.substr(hash)) + "\" (rediss:// URLs take no fragment)"};
+    if (auto q = rest.find('?'); q != npos) {
+      parse_tls_query(rest.substr(q + 1), *cfg.tls);
+      rest = rest.substr(0, q);
+    }
   }
   if (auto q = rest.find_first_of("?#"); q != std::string_view::npos)
     throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
@@ -225,13 +262,13 @@ config parse_url(std::string_view url, std::error_code& ec, std::string* why) {
   config cfg;
   try {
     auto sep = url.find("://");
-    if (sep == std::string_view::npos) throw url_error{"no scheme (expected redis:// or unix://)"};
+    if (sep == std::string_view::npos) throw url_error{"no scheme (expected redis://, rediss:// or unix://)"};
     auto scheme = url.substr(0, sep);
     auto rest = url.substr(sep + 3);
     if (scheme == "redis") parse_tcp(rest, cfg);
+    else if (scheme == "rediss") parse_tcp(rest, cfg, true);
     else if (scheme == "unix") parse_unix(rest, cfg);
-    else if (scheme == "rediss") throw url_error{"TLS (rediss://) is not supported"};
-    else throw url_error{"unknown scheme \"" + std::string(scheme) + "\" (expected redis:// or unix://)"};
+    else throw url_error{"unknown scheme \"" + std::string(scheme) + "\" (expected redis://, rediss:// or unix://)"};
   } catch (const url_error& e) {
     ec = make_error_code(error::invalid_url);
     if (why) *why = "invalid Redis URL \"" + masked(url) + "\": " + e.why;
@@ -352,7 +389,7 @@ std::string config::describe() const {
     return out;
   }
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  std::string out = "redis://" + creds + h + ":" + std::to_string(port);
+  std::string out = (tls ? "rediss://" : "redis://") + creds + h + ":" + std::to_string(port);
   if (database != 0) out += "/" + std::to_string(database);
   return out;
 }

@@ -12,7 +12,14 @@ namespace dlock::redis::detail {
 
 // Connect errors that retrying will not fix; queued requests fail at once.
 inline bool is_permanent(const boost::system::error_code& ec) {
-  return ec == error::auth_failed || ec == error::select_failed;
+  return ec == error::auth_failed || ec == error::select_failed || ec == error::tls_certificate_rejected ||
+         ec == error::tls_hostname_mismatch || ec == error::tls_client_certificate_rejected;
+}
+
+// dlock's TLS connect errors.
+inline bool is_tls_error(const boost::system::error_code& ec) {
+  return ec == error::tls_handshake_failed || ec == error::tls_certificate_rejected ||
+         ec == error::tls_hostname_mismatch || ec == error::tls_client_certificate_rejected;
 }
 
 inline boost::system::error_code map_connect_error(const boost::system::error_code& ec) {
@@ -30,13 +37,15 @@ inline boost::system::error_code map_connect_error(const boost::system::error_co
 // from being written: one of dlock's connection errors. Anything else (an
 // end-of-file or reset during the handshake, an error reply to PING such as
 // LOADING, an abort by drop_connection) only means "not connected". The
-// errors of finding a master (not_master, unknown_master, no_sentinel) and
-// a handshake answered as Redis never does are kept: they say what to fix.
+// errors of finding a master (not_master, unknown_master, no_sentinel), a
+// handshake answered as Redis never does and a failed TLS handshake are
+// kept: they say what to fix.
 inline boost::system::error_code to_connect_error(const boost::system::error_code& ec) {
   auto mapped = map_connect_error(ec);
   if (mapped == error::connection_refused || mapped == error::resolve_failed ||
       mapped == error::connect_timeout || is_permanent(mapped) || mapped == error::unexpected_handshake_reply ||
-      mapped == error::not_master || mapped == error::unknown_master || mapped == error::no_sentinel)
+      mapped == error::not_master || mapped == error::unknown_master || mapped == error::no_sentinel ||
+      is_tls_error(mapped))
     return mapped;
   return error::not_connected;
 }

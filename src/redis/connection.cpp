@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
@@ -18,9 +20,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-
+#include <openssl/err.h>
 
 #include "address_lookup.hpp"
 #include "connect_error.hpp"
@@ -30,6 +33,7 @@
 #include "request_queue.hpp"
 #include "run_fsm.hpp"
 #include "socket_connect.hpp"
+#include "tls.hpp"
 
 namespace dlock::redis {
 namespace detail {
@@ -49,7 +53,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         deadline_timer_(strand_),
         reconnect_timer_(strand_),
         incoming_(cfg_.limits),
-        requests_(cfg_.command_timeout) {}
+        requests_(cfg_.command_timeout),
+        tls_context_(cfg_.tls ? make_tls_context(*cfg_.tls) : nullptr) {}
 
   asio::any_io_executor executor() const noexcept { return strand_; }
   const config& settings() const noexcept { return cfg_; }
@@ -128,6 +133,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   connection::stats statistics() const {
     return {connects_.load(), writes_.load(), commands_written_.load(), up_.load(std::memory_order_relaxed)};
+  }
+
+  std::string last_connect_failure() const {
+    std::lock_guard g(failure_mutex_);
+    return last_failure_;
   }
 
  private:
@@ -245,6 +255,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   awaitable<error_code> connect_and_handshake(const server_address& address) {
     error_code ignored;
     socket_.close(ignored);
+    tls_.reset();
     incoming_.reset();
 
     // A watchdog closes the socket when the connect timeout passes; the
@@ -266,13 +277,48 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       self->socket_.close(ignored2);
       self->resolver_.cancel();
     });
+    std::string why;
     error_code ec = co_await connect_socket(address);
-    if (!ec && !stopping_) ec = co_await run_handshake();
+    if (!ec && !stopping_ && tls_context_) ec = co_await tls_handshake(address, why);
+    if (!ec && !stopping_) {
+      ec = co_await run_handshake();
+      // Under TLS 1.3 a refused client certificate is only heard here, as
+      // the server's alert on the first read.
+      if (tls_ && ec.category() == asio::error::get_ssl_category()) ec = tls_failed(ec, why);
+    }
     state->finished = true;
     watchdog.cancel();
     if (state->timed_out) ec = error::connect_timeout;  // the socket is closed
     if (ec) socket_.close(ignored);
+    {
+      std::lock_guard g(failure_mutex_);
+      last_failure_ = ec && !state->timed_out ? why : std::string();
+    }
     co_return ec;
+  }
+
+  // A new TLS session on the connected socket (never one reused from an
+  // earlier connection), and its handshake; `why` gets OpenSSL's words
+  // when it fails.
+  awaitable<error_code> tls_handshake(const server_address& address, std::string& why) {
+    tls_.emplace(socket_, *tls_context_);
+    if (!prepare_tls_session(tls_->native_handle(), *cfg_.tls, address.host)) {
+      why = "OpenSSL refused the server name \"" + (cfg_.tls->server_name.empty() ? address.host : cfg_.tls->server_name) + "\"";
+      ::ERR_clear_error();
+      co_return error::tls_handshake_failed;
+    }
+    auto [ec] = co_await tls_->async_handshake(asio::ssl::stream_base::client, use_tuple);
+    if (ec && !stopping_ && (is_tls_layer_error(ec) || ec == asio::error::eof)) ec = tls_failed(ec, why);
+    co_return ec;
+  }
+
+  // A TLS-layer failure while connecting, as dlock's error.
+  error_code tls_failed(const error_code& ec, std::string& why) {
+    const unsigned long packed =
+        ec.category() == asio::error::get_ssl_category() ? static_cast<unsigned long>(ec.value()) : 0;
+    auto failure = read_tls_failure(tls_->native_handle(), packed);
+    why = std::move(failure.why);
+    return failure.code;
   }
 
   awaitable<error_code> connect_socket(const server_address& address) {
@@ -282,8 +328,19 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   awaitable<error_code> run_handshake() {
     const handshake greeting(cfg_);
     response replies;
-    if (auto ec = co_await write_and_read(socket_, incoming_, greeting.commands(), replies)) co_return ec;
+    auto ec = tls_ ? co_await write_and_read(*tls_, incoming_, greeting.commands(), replies)
+                   : co_await write_and_read(socket_, incoming_, greeting.commands(), replies);
+    if (ec) co_return ec;
     co_return greeting.verdict(replies);
+  }
+
+  // The connection's reads and writes: through the TLS session when there
+  // is one, else on the socket.
+  auto read_some(asio::mutable_buffer into) {
+    return tls_ ? tls_->async_read_some(into, use_tuple) : socket_.async_read_some(into, use_tuple);
+  }
+  auto write_all(asio::const_buffer from) {
+    return tls_ ? asio::async_write(*tls_, from, use_tuple) : asio::async_write(socket_, from, use_tuple);
   }
 
   awaitable<void> read_loop() {
@@ -300,8 +357,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         // connection ends, and the next one asks where the master is.
         if (demoted_ && !requests_.oldest_unanswered()) co_return;
       }
-      auto [ec, n] = co_await socket_.async_read_some(asio::buffer(chunk), use_tuple);
-      if (ec) co_return;
+      auto [ec, n] = co_await read_some(asio::buffer(chunk));
+      if (ec) co_return;  // stream_truncated, under TLS, is a lost connection too
       last_byte_at_ = clock::now();
       incoming_.append(chunk.data(), n);
     }
@@ -336,8 +393,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       // Counted first: the replies may be read before the write completes.
       ++writes_;
       commands_written_ += batch.commands;
-      auto [ec, n] = co_await asio::async_write(socket_, asio::buffer(batch.payload), use_tuple);
-      if (ec && n == 0) {  // not one byte left: no write, and the batch waits for the next connection
+      auto [ec, n] = co_await write_all(asio::buffer(batch.payload));
+      // Not one byte left (under TLS: not one whole record, which the server
+      // cannot read): no write, and the batch waits for the next connection.
+      if (ec && n == 0) {
         --writes_;
         commands_written_ -= batch.commands;
         requests_.unwrite(batch);
@@ -404,6 +463,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   std::shared_ptr<address_lookup> lookup_;  // the address source's answer, while the run loop waits for it
   clock::time_point last_byte_at_{};  // for the health check
   std::atomic<std::size_t> connects_{0}, writes_{0}, commands_written_{0};
+
+  // TLS: the settings' context (null: plain text), and the session of the
+  // current connection over socket_, made anew for each connect.
+  std::shared_ptr<asio::ssl::context> tls_context_;
+  std::optional<asio::ssl::stream<socket_type&>> tls_;
+  mutable std::mutex failure_mutex_;
+  std::string last_failure_;  // see connection::last_connect_failure
 };
 
 void enqueue(const std::shared_ptr<connection_impl>& impl, std::shared_ptr<exec_op> op) {
@@ -449,6 +515,7 @@ void connection::set_connect_handler(std::function<void()> handler) {
 }
 
 connection::stats connection::statistics() const { return impl_->statistics(); }
+std::string connection::last_connect_failure() const { return impl_->last_connect_failure(); }
 detail::script_cache& connection::scripts() noexcept { return impl_->scripts(); }
 
 }  // namespace dlock::redis

@@ -70,9 +70,11 @@ inline asio::awaitable<error_code> open_and_connect(socket_type& socket, asio::i
 }
 
 // Writes `req` and reads one reply per command into `replies`, through
-// `incoming` (which keeps what arrived after them, for the caller).
-inline asio::awaitable<error_code> write_and_read(socket_type& socket, reply_stream& incoming, const request& req,
-                                                 response& replies) {
+// `incoming` (which keeps what arrived after them, for the caller), on a
+// socket or a TLS stream.
+template <class Stream>
+asio::awaitable<error_code> write_and_read(Stream& socket, reply_stream& incoming, const request& req,
+                                           response& replies) {
   constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
   auto [wec, written] = co_await asio::async_write(socket, asio::buffer(req.payload()), use_tuple);
   if (wec) co_return wec;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -55,6 +56,20 @@ std::unique_ptr<L> make_lock(typename L::backend_type& backend, std::string name
                              typename L::ownership_type ownership = {}) {
   return std::make_unique<L>(backend, std::move(name), std::move(ownership), test_renewal<L>(lease),
                              test_wait<L>());
+}
+
+/// Takes `lock` within `limit`, polling a try-once lock as its callers
+/// would; empty when it was not taken in time, or a try failed.
+template <class L>
+std::optional<typename L::hold_type> take_within(L& lock, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  std::error_code ec;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto hold = lock.try_acquire_for(left, ec);
+    if (hold || ec != error::not_acquired || left <= 0ms) return hold;
+    std::this_thread::sleep_for(2ms);
+  }
 }
 
 /// Whether a lock of type L has a lease (so that a crashed holder's lock frees).

@@ -21,6 +21,7 @@
 using namespace std::chrono_literals;
 using dlock::test::redis_server;
 using dlock::test::scaled;
+using dlock::test::take_within;
 
 namespace {
 
@@ -65,19 +66,6 @@ struct acl_server {
   // What ACL LOG recorded (empty when nothing was refused).
   std::string refusals() const { return server.command({"ACL", "LOG"}); }
 };
-
-// Takes `lock` within `limit`, polling a try-once lock as its callers would.
-template <class L>
-std::optional<typename L::hold_type> take_within(L& lock, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  std::error_code ec;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto hold = lock.try_acquire_for(left, ec);
-    if (hold || ec != dlock::error::not_acquired || left <= 0ms) return hold;
-    std::this_thread::sleep_for(2ms);
-  }
-}
 
 }  // namespace
 

@@ -200,6 +200,53 @@ std::string run_capture(const std::vector<std::string>& args, std::chrono::milli
 
 std::uint16_t free_port() { return pick_port(false); }
 
+std::string run_program(const std::vector<std::string>& argv, std::chrono::milliseconds limit) {
+  return run_capture(argv, limit);
+}
+
+tls_files::tls_files() : dir_(make_temp_dir()) {
+  try {
+    make_ca("ca", "/CN=dlock test CA");
+    make_ca("other-ca", "/CN=dlock test CA nobody trusts");
+    const std::string server_ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n";
+    make_leaf("server", "ca", "/CN=localhost", server_ext);
+    make_leaf("untrusted", "other-ca", "/CN=localhost", server_ext);
+    make_leaf("elsewhere", "ca", "/CN=elsewhere.example",
+              "subjectAltName=DNS:elsewhere.example\nextendedKeyUsage=serverAuth\n");
+    make_leaf("client", "ca", "/CN=dlock test client", "extendedKeyUsage=clientAuth\n");
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+    throw;
+  }
+}
+
+tls_files::~tls_files() {
+  std::error_code ignored;
+  fs::remove_all(dir_, ignored);
+}
+
+void tls_files::make_ca(const std::string& name, const std::string& subject) const {
+  run_capture({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+               "-keyout", dir_ + "/" + name + ".key", "-out", dir_ + "/" + name + ".crt", "-days", "2", "-subj",
+               subject, "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+               "keyUsage=critical,keyCertSign,cRLSign"});
+}
+
+void tls_files::make_leaf(const std::string& name, const std::string& ca_name, const std::string& subject,
+                          const std::string& extensions) const {
+  const std::string base = dir_ + "/" + name;
+  {
+    std::ofstream ext(base + ".ext");
+    ext << extensions;
+  }
+  run_capture({"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+               "-keyout", base + ".key", "-out", base + ".csr", "-subj", subject});
+  run_capture({"openssl", "x509", "-req", "-in", base + ".csr", "-CA", dir_ + "/" + ca_name + ".crt", "-CAkey",
+               dir_ + "/" + ca_name + ".key", "-CAcreateserial", "-out", base + ".crt", "-days", "2", "-extfile",
+               base + ".ext"});
+}
+
 redis_server::redis_server(server_options opts) : opts_(std::move(opts)) {
   dir_ = make_temp_dir();
   for (int attempt = 0;; ++attempt) {
@@ -243,15 +290,20 @@ redis_server::~redis_server() {
 
 std::string redis_server::url() const {
   std::string creds = opts_.password.empty() ? "" : ":" + opts_.password + "@";
+  if (opts_.tls) return "rediss://" + creds + "127.0.0.1:" + std::to_string(port_) + "?ca_file=" + opts_.tls->ca();
   return "redis://" + creds + "127.0.0.1:" + std::to_string(port_);
 }
 
 std::string redis_server::unix_path() const { return dir_ + "/redis.sock"; }
 
 void redis_server::spawn() {
-  std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
+  std::vector<std::string> args = {"redis-server", "--port", std::to_string(opts_.tls ? 0 : port_), "--bind", "127.0.0.1",
                                    "--save", "", "--appendonly", "no", "--dir", dir_,
                                    "--logfile", dir_ + "/redis.log", "--daemonize", "no"};
+  if (opts_.tls)
+    args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", opts_.tls->server().cert,
+                             "--tls-key-file", opts_.tls->server().key, "--tls-ca-cert-file", opts_.tls->ca(),
+                             "--tls-auth-clients", opts_.tls_auth_clients});
   if (!opts_.password.empty()) args.insert(args.end(), {"--requirepass", opts_.password, "--masterauth", opts_.password});
   if (opts_.unix_socket) args.insert(args.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
   if (opts_.replica_of) args.insert(args.end(), {"--replicaof", "127.0.0.1", std::to_string(opts_.replica_of)});
@@ -263,6 +315,21 @@ void redis_server::spawn() {
 }
 
 void redis_server::wait_ready(std::chrono::milliseconds limit) {
+  if (opts_.tls) {  // redis-cli speaks TLS for us
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      try {
+        if (command({"PING"}) == "PONG") return;
+      } catch (const std::exception&) {
+      }
+      if (exited(pid_)) {
+        pid_ = -1;
+        throw std::runtime_error("redis-server exited");
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    throw std::runtime_error("redis-server did not answer PING over TLS");
+  }
   std::string probe = opts_.password.empty() ? resp_command({"PING"})
                                              : resp_command({"AUTH", opts_.password}) + resp_command({"PING"});
   auto deadline = std::chrono::steady_clock::now() + limit;
@@ -348,6 +415,9 @@ void redis_server::resume() {
 std::string redis_server::command(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(port_)};
   if (!opts_.password.empty()) argv.insert(argv.end(), {"-a", opts_.password, "--no-auth-warning"});
+  if (opts_.tls)
+    argv.insert(argv.end(), {"--tls", "--cacert", opts_.tls->ca(), "--cert", opts_.tls->client().cert, "--key",
+                             opts_.tls->client().key});
   argv.insert(argv.end(), args.begin(), args.end());
   return run_capture(argv);
 }

@@ -17,6 +17,45 @@ namespace dlock::test {
 /// A TCP port on 127.0.0.1 that was free a moment ago (never 6379).
 std::uint16_t free_port();
 
+/// Runs a program (argv, no shell) and returns its output (stdout and
+/// stderr), without the trailing newline; throws when it fails or outlasts
+/// `limit`.
+std::string run_program(const std::vector<std::string>& argv,
+                        std::chrono::milliseconds limit = std::chrono::seconds(30));
+
+/// Certificates for TLS tests, made by the openssl command in a temp
+/// folder (removed on destruction): EC P-256 keys, valid for two days.
+class tls_files {
+ public:
+  struct pair {
+    std::string cert, key;
+  };
+  tls_files();
+  ~tls_files();
+  tls_files(const tls_files&) = delete;
+  tls_files& operator=(const tls_files&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  /// The CA that signed the server and client certificates below.
+  std::string ca() const { return dir_ + "/ca.crt"; }
+  /// Another CA, which signed only untrusted_server().
+  std::string other_ca() const { return dir_ + "/other-ca.crt"; }
+  /// For DNS:localhost and IP:127.0.0.1 (serverAuth), signed by ca().
+  pair server() const { return {dir_ + "/server.crt", dir_ + "/server.key"}; }
+  /// For DNS:elsewhere.example only, signed by ca().
+  pair wrong_name() const { return {dir_ + "/elsewhere.crt", dir_ + "/elsewhere.key"}; }
+  /// For DNS:localhost and IP:127.0.0.1, signed by other_ca().
+  pair untrusted_server() const { return {dir_ + "/untrusted.crt", dir_ + "/untrusted.key"}; }
+  /// A client certificate (clientAuth), signed by ca().
+  pair client() const { return {dir_ + "/client.crt", dir_ + "/client.key"}; }
+
+ private:
+  void make_ca(const std::string& name, const std::string& subject) const;
+  void make_leaf(const std::string& name, const std::string& ca_name, const std::string& subject,
+                 const std::string& extensions) const;
+  std::string dir_;
+};
+
 struct server_options {
   std::string password;                 ///< requirepass, when not empty
   bool unix_socket = false;             ///< also listen on a socket in the server's temp dir
@@ -25,6 +64,13 @@ struct server_options {
   bool cluster = false;                 ///< --cluster-enabled yes (port and port+10000 free)
   int cluster_node_timeout_ms = 2000;   ///< --cluster-node-timeout, when `cluster`
   std::vector<std::string> environment{};  ///< "NAME=value" added to the server's environment
+  /// TLS only (--port 0, --tls-port): the server presents tls->server(),
+  /// trusts tls->ca() for client certificates, and the harness speaks TLS
+  /// itself (readiness, command()) with tls->client().
+  std::shared_ptr<const tls_files> tls{};
+  /// --tls-auth-clients: "no", "yes" (a client certificate is required) or
+  /// "optional". With `tls` only.
+  std::string tls_auth_clients = "no";
 };
 
 /// One redis-server process with no persistence, in its own temp dir.
@@ -40,7 +86,9 @@ class redis_server {
   redis_server(const redis_server&) = delete;
 
   std::uint16_t port() const { return port_; }
-  /// "redis://127.0.0.1:<port>", with ":password@" when there is one.
+  /// "redis://127.0.0.1:<port>", with ":password@" when there is one; with
+  /// TLS, "rediss://127.0.0.1:<port>?ca_file=<the CA>" (and no client
+  /// certificate).
   std::string url() const;
   std::string unix_path() const;
   pid_t pid() const { return pid_; }

@@ -53,6 +53,31 @@ TEST_CASE("redis:// URLs", "[url]") {
   CHECK(parse_url("redis://h:65535").port == 65535);
 }
 
+TEST_CASE("rediss:// URLs: TLS, with its files and name in the query", "[url][tls]") {
+  auto c = parse_url("rediss://:pw@cache.internal:6380/2");
+  REQUIRE(c.tls);
+  CHECK(c.host == "cache.internal");
+  CHECK(c.port == 6380);
+  CHECK(c.database == 2);
+  CHECK(c.password == "pw");
+  CHECK(c.tls->ca_file.empty());  // the system's trust store
+  CHECK(c.tls->server_name.empty());  // the host
+  CHECK_FALSE(c.tls->insecure_no_verify_for_tests_only);
+  CHECK(c.describe() == "rediss://:***@cache.internal:6380/2");
+
+  c = parse_url("rediss://h?ca_file=/etc/r/ca.pem&cert_file=/etc/r/c.pem&key_file=/etc/r/c%20key.pem"
+                "&ca_dir=/etc/ssl/certs&server_name=redis.internal");
+  REQUIRE(c.tls);
+  CHECK(c.port == dlock::redis::default_tcp_port);
+  CHECK(c.tls->ca_file == "/etc/r/ca.pem");
+  CHECK(c.tls->cert_file == "/etc/r/c.pem");
+  CHECK(c.tls->key_file == "/etc/r/c key.pem");
+  CHECK(c.tls->ca_dir == "/etc/ssl/certs");
+  CHECK(c.tls->server_name == "redis.internal");
+  CHECK(parse_url("rediss://[::1]:7000/1?ca_file=/a&").tls->ca_file == "/a");
+  CHECK_FALSE(parse_url("redis://h").tls);
+}
+
 TEST_CASE("unix:// URLs", "[url]") {
   auto c = parse_url("unix:///tmp/redis.sock");
   CHECK(c.kind == config::transport::unix_socket);
@@ -71,7 +96,16 @@ TEST_CASE("malformed URLs name their bad part, and never the password", "[url]")
   for (auto [url, names] : {
            bad{"127.0.0.1:7000", "no scheme"},
            bad{"http://h:1", "\"http\""},
-           bad{"rediss://h:1", "TLS"},
+           bad{"rediss://h:1?verify=no", "\"verify\""},
+           bad{"rediss://h:1?insecure_no_verify_for_tests_only=1", "\"insecure_no_verify_for_tests_only\""},
+           bad{"rediss://h:1?ca_file", "\"ca_file\" has no value"},
+           bad{"rediss://h:1?ca_file=", "\"ca_file\" is empty"},
+           bad{"rediss://h:1?cert_file=/c.pem", "cert_file and key_file go together"},
+           bad{"rediss://h:1?key_file=/k.pem", "cert_file and key_file go together"},
+           bad{"rediss://h:1#x", "fragment"},
+           bad{"rediss://h:1?ca_file=%zz", "percent escape in the query"},
+           bad{"rediss://h:0", "\"0\""},
+           bad{"redis://h:1?ca_file=/ca.pem", "?ca_file=/ca.pem"},
            bad{"redis://", "host is empty"},
            bad{"redis://:7000", "host is empty"},
            bad{"redis://h:0", "\"0\""},
@@ -134,7 +168,8 @@ TEST_CASE("no error message shows any part of the user info", "[url]") {
            bad{"unix://admin:se/cret@/tmp/s?db=x", {"se/cret", "cret", "admin"}},
            bad{"unix://admin:secret@tmp/s", {"secret", "admin"}},
            bad{"unix://admin:se/cret@tmp/s", {"se/", "cret", "admin"}},
-           bad{"rediss://admin:secret@h:1", {"secret", "admin"}},
+           bad{"rediss://admin:secret@h:0", {"secret", "admin"}},
+           bad{"rediss://admin:secret@h:1?bad=1", {"secret", "admin"}},
            bad{"http://admin:hun/ter2@h:1", {"hun", "ter2", "admin"}},
        }) {
     std::error_code ec;
@@ -184,7 +219,7 @@ TEST_CASE("a unix socket path too long for sockaddr_un is rejected", "[url]") {
 
 TEST_CASE("describe() round-trips and hides the password", "[url]") {
   for (const char* url : {"redis://127.0.0.1:7000", "redis://h:1/4", "redis://[::1]:7002", "unix:///tmp/r.sock",
-                          "unix:///tmp/r.sock?db=2", "redis://alice@h:5"}) {
+                          "unix:///tmp/r.sock?db=2", "redis://alice@h:5", "rediss://h:6380/3"}) {
     auto c = parse_url(url);
     auto again = parse_url(c.describe());
     INFO(url << " -> " << c.describe());
@@ -193,6 +228,7 @@ TEST_CASE("describe() round-trips and hides the password", "[url]") {
     CHECK(again.database == c.database);
     CHECK(again.path == c.path);
     CHECK(again.user == c.user);
+    CHECK(again.tls.has_value() == c.tls.has_value());
   }
   auto c = parse_url("redis://alice:hunter2@h:5/1");
   CHECK(c.describe() == "redis://alice:***@h:5/1");

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -502,6 +503,28 @@ TEST_CASE("connect failures are reported as dlock's connection errors", "[core][
   CHECK(to_connect_error(dlock::error::server_error) == dlock::error::not_connected);
   CHECK(dlock::redis::detail::is_permanent(dlock::error::auth_failed));
   CHECK_FALSE(dlock::redis::detail::is_permanent(dlock::error::connection_refused));
+  // TLS failures are kept, and name their cause; a certificate problem does
+  // not go away by retrying, so queued requests fail at once.
+  for (auto e : {dlock::error::tls_handshake_failed, dlock::error::tls_certificate_rejected,
+                 dlock::error::tls_hostname_mismatch, dlock::error::tls_client_certificate_rejected}) {
+    INFO(make_error_code(e).message());
+    CHECK(to_connect_error(e) == e);
+    CHECK(std::error_code(e) == dlock::condition::not_sent);
+    CHECK(dlock::redis::detail::is_permanent(e) == (e != dlock::error::tls_handshake_failed));
+  }
+}
+
+TEST_CASE("every dlock error has a sentence of its own", "[core][errors]") {
+  std::set<std::string> seen;
+  for (int v = static_cast<int>(dlock::error::not_acquired);; ++v) {
+    auto text = dlock::error_category().message(v);
+    if (text == "unknown dlock error") {
+      CHECK(v == static_cast<int>(dlock::error::tls_client_certificate_rejected) + 1);  // the last one
+      break;
+    }
+    INFO(v << ": " << text);
+    CHECK(seen.insert(text).second);
+  }
 }
 
 // ---- the run loop's decisions ----------------------------------------------

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,12 @@
 #include <dlock/redis/request.hpp>
 #include <dlock/redis/resp.hpp>
 #include <dlock/redis/script_cache.hpp>
+
+struct ssl_st;  // OpenSSL's SSL, for a TLS session
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace dlock::redis {
 
@@ -32,6 +39,11 @@ using error_code = boost::system::error_code;
 /// another address since. After a failed connect it does not try again
 /// before a backoff (`reconnect_wait` doubling to `reconnect_wait_max`)
 /// has passed, and meanwhile fails at once with not_connected.
+///
+/// With TLS in its settings (rediss://), every connect makes a new TLS
+/// session on the socket, under the same connect timeout; the same TLS
+/// errors as redis::connection's. Its constructor throws std::system_error
+/// (invalid_argument) when the TLS files cannot be used.
 ///
 /// Errors keep redis::connection's meanings:
 /// - nothing was written: a connect error (connection_refused,
@@ -83,6 +95,9 @@ class blocking_connection {
   }
 
   bool is_open() const noexcept { return fd_ >= 0; }
+  /// Why the last connect failed, in more words than its error code (see
+  /// connection::last_connect_failure).
+  const std::string& last_connect_failure() const noexcept { return last_failure_; }
   /// Successful connects so far.
   std::size_t connects() const noexcept { return connects_; }
   const config& settings() const noexcept { return cfg_; }
@@ -93,6 +108,12 @@ class blocking_connection {
   // Connected to an address the source has replaced since.
   bool stale() const noexcept;
   error_code handshake(std::chrono::steady_clock::time_point deadline);
+  // A TLS session on the connected socket, and its handshake, by `deadline`.
+  error_code start_tls(const address& target, std::chrono::steady_clock::time_point deadline);
+  // One send or receive, on the socket or through the TLS session, with
+  // send()'s and recv()'s results (errno EAGAIN: the socket's timeout).
+  long send_some(const char* data, std::size_t size);
+  long receive_some(char* into, std::size_t size);
   // Writes all of `data`; sets `wrote_any` when a byte may have left.
   error_code write_all(const std::string& data, bool& wrote_any);
   // Reads until `out` holds `n` replies or `deadline` passes.
@@ -101,6 +122,10 @@ class blocking_connection {
 
   config cfg_;
   int fd_ = -1;
+  std::shared_ptr<boost::asio::ssl::context> tls_context_;  // null: plain text
+  ssl_st* ssl_ = nullptr;                // the TLS session of this socket
+  unsigned long tls_error_ = 0;          // OpenSSL's error of the last failed TLS read
+  std::string last_failure_;
   std::size_t connects_ = 0;
   std::size_t owed_ = 0;  // replies of timed-out commands, still to come
   std::uint64_t generation_ = 0;  // the source's generation when it connected

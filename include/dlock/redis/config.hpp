@@ -39,6 +39,24 @@ struct replica_ack {
   std::chrono::milliseconds timeout{1000};
 };
 
+/// TLS settings (config::tls; a rediss:// URL sets them). The server's
+/// certificate is always verified, against the CAs named here (or, when
+/// both are empty, the system's trust store), and must carry the name
+/// checked; only `insecure_no_verify_for_tests_only` turns that off.
+struct tls_settings {
+  std::string ca_file;    ///< PEM file of the CA certificates to trust
+  std::string ca_dir;     ///< folder of CA certificates named by hash (openssl rehash)
+  std::string cert_file;  ///< this client's certificate chain, PEM (mutual TLS); with key_file
+  std::string key_file;   ///< its private key, PEM (not encrypted)
+  /// The name the server's certificate must carry: a host name (checked
+  /// against its DNS names, and sent as SNI) or an IP address (checked
+  /// against its IP addresses). Empty: the host connected to.
+  std::string server_name;
+  /// Accept any certificate from anyone: no chain check, no name check.
+  /// For tests against throwaway servers only; a rediss:// URL cannot set it.
+  bool insecure_no_verify_for_tests_only = false;
+};
+
 /// Connection settings. Every duration must be positive.
 struct config {
   enum class transport : std::uint8_t { tcp, unix_socket };
@@ -51,8 +69,10 @@ struct config {
   std::string password;                ///< empty means no AUTH
   int database = 0;                    ///< SELECT index; 0 sends no SELECT
   std::string client_name = "dlock";   ///< CLIENT SETNAME; empty sends none
+  /// TLS on every connection (tcp only); empty: plain text.
+  std::optional<tls_settings> tls;
 
-  /// TCP (or unix) connect plus the handshake (AUTH, SELECT, SETNAME).
+  /// TCP (or unix) connect plus the handshake (TLS, AUTH, SELECT, SETNAME).
   std::chrono::milliseconds connect_timeout{2000};
   /// From the moment a command is queued until its reply. A command not
   /// written by then fails with command_timeout (it did not run); one written
@@ -90,7 +110,8 @@ struct config {
   /// connection on its own.
   std::optional<replica_ack> acknowledge;
 
-  /// "redis://127.0.0.1:7000/2" or "unix:///tmp/r.sock", without the password.
+  /// "redis://127.0.0.1:7000/2", "rediss://..." or "unix:///tmp/r.sock",
+  /// without the password (and without the TLS file names).
   std::string describe() const;
 };
 
@@ -109,7 +130,11 @@ struct address {
 };
 
 /// Parses `redis://[user[:password]@]host[:port][/db]` (host may be an IPv6
-/// address in brackets; user and password may be percent-encoded) and
+/// address in brackets; user and password may be percent-encoded),
+/// `rediss://` (the same over TLS, with an optional query of tls_settings'
+/// file and name fields: `?ca_file=/etc/r/ca.pem&cert_file=...&key_file=...
+/// &ca_dir=...&server_name=...`, values percent-encoded; no verification
+/// opt-out) and
 /// `unix://[user[:password]@]/path/to/socket[?db=N]` (a path of at most 107
 /// bytes on Linux: what a unix socket address holds). The durations keep
 /// their defaults. Throws std::system_error with error::invalid_url and a

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -171,6 +172,12 @@ class connection {
     bool up = false;  ///< a connection is established now (a moment ago, when read from another thread)
   };
   stats statistics() const;
+
+  /// Why the last connect failed, in more words than its error code (a TLS
+  /// failure: OpenSSL's reason and the verify result, "certificate verify
+  /// failed: hostname mismatch"); empty once a connect succeeds, or when
+  /// there is no more to say. Any thread.
+  std::string last_connect_failure() const;
 
   /// The current connection's socket: closes it as if the network dropped
   /// (for fault tests and for callers who need to force a reconnect).

@@ -1,0 +1,46 @@
+// TLS for every connection kind (the multiplexed connection, the blocking
+// one, and the one-question connections to sentinels and cluster nodes): the
+// OpenSSL context a config's tls_settings describe, the per-connect session
+// set-up (SNI and the name check), and what a failed handshake means.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <boost/asio/ssl/context.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <dlock/redis/config.hpp>
+
+namespace dlock::redis::detail {
+
+// The context `settings` describe: TLS 1.2 or later, the server's chain
+// verified against the CAs named (or the system's trust store), and the
+// client certificate and key when given. Throws std::system_error with
+// error::invalid_argument and a message that names the file and the reason
+// when one cannot be read or used.
+std::shared_ptr<boost::asio::ssl::context> make_tls_context(const tls_settings& settings);
+
+// Sets up a fresh session (one per connect) to `host`: SNI when the name is
+// a host name, and the name the certificate must carry (SSL_set1_host for a
+// host name, the IP address check for an address). False when OpenSSL
+// refuses the name (say, an IPv6 address with a zone).
+bool prepare_tls_session(SSL* ssl, const tls_settings& settings, const std::string& host);
+
+// What went wrong with a TLS connect, as dlock says it.
+struct tls_failure {
+  boost::system::error_code code;  // one of dlock's tls_* errors
+  std::string why;                 // OpenSSL's reason, and the verify result
+};
+
+// Reads a failure of the handshake, or of the first exchange after it (TLS
+// 1.3 reports a refused client certificate there): `openssl_error` is the
+// packed OpenSSL error (ERR_get_error; 0 when the stream simply ended) and
+// `ssl` the session, for its verify result.
+tls_failure read_tls_failure(SSL* ssl, unsigned long openssl_error);
+
+// Whether `ec` came from the TLS layer (an OpenSSL error, or the TLS
+// stream's own, such as stream_truncated).
+bool is_tls_layer_error(const boost::system::error_code& ec);
+
+}  // namespace dlock::redis::detail
