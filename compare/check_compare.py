@@ -17,7 +17,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
-from private_redis import private_redis  # noqa: E402
+from private_redis import private_redis, tls_ca  # noqa: E402
 
 
 def fail(msg):
@@ -82,6 +82,36 @@ def check_faults(data):
         if f["renewal"] != "none" and not (f["paused_other_acquired"] and f["paused_overlap"]):
             # No lease survives a paused holder: the next holder gets in, and both work.
             fail(f"{pair}: the paused holder's story did not end in an overlap: {f}")
+
+
+def check_tls(exe, out):
+    """--backend tls: the PING row first, then each combination's cycle
+    over plain TCP and TLS with the ratio; and --redis rediss://... runs
+    the main table over TLS, redis-py's reference too."""
+    r, data = run_backend(exe, "tls", "token/fixed/", out)
+    t = data["backends"]["tls"]
+    if not t or not t["deployment"]:
+        fail(f"no TLS part: {data['backends']}")
+    names = [row["name"] for row in t["rows"]]
+    if names != ["PING", "token/fixed/tryonce", "token/fixed/spin", "token/fixed/backoff"]:
+        fail(f"TLS rows {names}")
+    for row in t["rows"]:
+        if not (row["plain"]["samples"] > 0 and row["tls"]["samples"] > 0 and row["tls_vs_plain"] > 0):
+            fail(f"TLS row looks wrong: {row}")
+    if "TLS: one redis-server" not in r.stdout:
+        fail("the table has no TLS figures")
+    with private_redis(tls=True) as (port, cli):
+        url = f"rediss://127.0.0.1:{port}?ca_file={tls_ca(cli)}"
+        r = subprocess.run([exe, "--redis", url, "--quick", "--filter", "token/fixed/spin", "--out", out + "-over"],
+                           capture_output=True, text=True, timeout=180)
+        if r.returncode != 0:
+            fail(f"--redis rediss:// exited {r.returncode}: {r.stderr}")
+        with open(os.path.join(out + "-over", "compare.json")) as f:
+            over = json.load(f)
+        if not over["environment"]["redis"].startswith("rediss://127.0.0.1:"):
+            fail(f"--redis rediss:// target: {over['environment']['redis_target']}")
+        if "skipped" in over["reference"]:
+            fail(f"redis-py's Lock was not measured over TLS: {over['reference']['skipped']}")
 
 
 def check_reference(data, table):
@@ -283,7 +313,8 @@ def main():
     check_shared_server(exe, out + "-shared")
     check_backends(exe, out + "-backends")
     check_cluster(exe, out + "-cluster")
-    one_line_failure(exe, ["--backend", "redlock"], 2, "--backend is a comma list of single, sentinel and cluster")
+    check_tls(exe, out + "-tls")
+    one_line_failure(exe, ["--backend", "redlock"], 2, "--backend is a comma list of single, sentinel, cluster and tls")
     one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
     one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")
     one_line_failure(exe, ["--seconds", "0"], 2, "--seconds needs a number of seconds")

@@ -32,6 +32,7 @@
 #include "options.hpp"
 #include "reference.hpp"
 #include "report.hpp"
+#include "tls_phase.hpp"
 #include "version.hpp"
 
 namespace {
@@ -135,6 +136,28 @@ bool has(const std::vector<std::string>& list, const std::string& what) {
   return std::find(list.begin(), list.end(), what) != list.end();
 }
 
+// --backend tls: see tls_phase.hpp.
+tls_result run_tls(const options& o, const counts& n) {
+  std::fprintf(stderr, "tls: making certificates, starting a redis-server with a plain and a TLS port...\n");
+  tls_servers s;
+  dlock::test::pinned pin(o.placement, s.server.pid());
+  tls_result t;
+  t.deployment = s.describe() + "; placement " + dlock::test::placement_name(o.placement) + " (" + pin.describe() + ")";
+  std::fprintf(stderr, "tls: PING, %d on each\n", n.ping);
+  t.rows.push_back(tls_ping(s, n.ping, n.pairs));
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (!matches(o.filter, L::combination_name())) return;
+    std::fprintf(stderr, "tls: %s, %d cycles on each\n", L::combination_name().c_str(), n.cycles);
+    try {
+      t.rows.push_back(tls_cycles<L>(s, "tls:" + L::combination_name(), n.cycles, n.pairs));
+    } catch (const std::system_error& e) {
+      throw std::runtime_error(L::combination_name() + " over TLS: " + e.what());
+    }
+  });
+  return t;
+}
+
 // The backends phases. --backend cluster: see cluster.hpp. --backend
 // sentinel: its own private server for the one-server column (so that both
 // sides run on this machine, the same way), a Sentinel deployment, every
@@ -155,6 +178,7 @@ backends_result run_backends(const options& o, const counts& n) {
       if (w >= 8) plan.pubsub_workers.push_back(w);
     b.cluster = run_cluster(plan);
   }
+  if (has(o.backends, "tls")) b.tls = run_tls(o, n);
   if (!has(o.backends, "sentinel")) return b;
   std::fprintf(stderr, "backends: starting a private redis-server and a Sentinel deployment...\n");
   dlock::test::redis_server single_server;

@@ -7,7 +7,7 @@ namespace dlock::compare {
 
 std::string usage() {
   return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--seconds S]\n"
-         "                     [--placement same|split|free] [--backend single,sentinel,cluster]\n"
+         "                     [--placement same|split|free] [--backend single,sentinel,cluster,tls]\n"
          "                     [--out DIR] [--list]\n"
          "\n"
          "Compares every lock combination dlock compiles, on one Redis, and writes\n"
@@ -26,8 +26,8 @@ std::string usage() {
          "                    the server and this program (and redis-py) to one\n"
          "                    CPU, 'split' to two, 'free' leaves them to the\n"
          "                    scheduler (only this program is pinned with --redis)\n"
-         "  --backend LIST    single (default), sentinel, cluster, or a comma list\n"
-         "                    of them: 'single,sentinel,cluster'.\n"
+         "  --backend LIST    single (default), sentinel, cluster, tls, or a comma\n"
+         "                    list of them: 'single,sentinel,cluster,tls'.\n"
          "                    sentinel starts a master with two replicas and a\n"
          "                    sentinel, measures each combination's uncontended\n"
          "                    cycle there without and with replica acknowledgement,\n"
@@ -40,7 +40,11 @@ std::string usage() {
          "                    (their ratios); then pub/sub waiting with sharded and\n"
          "                    classic pub/sub (commands and bus messages per\n"
          "                    acquisition), and many locks on clusters of 1 and 3\n"
-         "                    masters (aggregate rate)\n"
+         "                    masters (aggregate rate). tls starts one server with\n"
+         "                    a plain port and a TLS port (certificates made with\n"
+         "                    openssl), and measures the blocking PING and each\n"
+         "                    combination's uncontended cycle on both, alternating\n"
+         "                    (what TLS costs, as ratios)\n"
          "  --out DIR         where compare.json goes (default: compare-out)\n"
          "  --list            print the combinations and exit\n";
 }
@@ -79,8 +83,8 @@ std::optional<options> parse_options(const std::vector<std::string_view>& args, 
         auto comma = text.find(',', at);
         if (comma == std::string::npos) comma = text.size();
         auto one = text.substr(at, comma - at);
-        if (one != "single" && one != "sentinel" && one != "cluster") {
-          why = "--backend is a comma list of single, sentinel and cluster, not '" + text + "'";
+        if (one != "single" && one != "sentinel" && one != "cluster" && one != "tls") {
+          why = "--backend is a comma list of single, sentinel, cluster and tls, not '" + text + "'";
           return std::nullopt;
         }
         if (std::find(o.backends.begin(), o.backends.end(), one) == o.backends.end()) o.backends.push_back(one);

@@ -26,8 +26,8 @@ struct options {
   /// "sentinel" (a master with two replicas and a sentinel, started by the
   /// run: each combination's uncontended cycle without and with replica
   /// acknowledgement, alternating with the same combination on one server,
-  /// and seed 003's failover story as a fault row), and "cluster" (see
-  /// cluster.hpp).
+  /// and seed 003's failover story as a fault row), "cluster" (see
+  /// cluster.hpp) and "tls" (see tls_phase.hpp).
   std::vector<std::string> backends{"single"};
   bool list = false;
   bool help = false;

@@ -35,7 +35,19 @@ except ImportError:
     redis = None
 
 
+# dlock's rediss:// query names, as redis-py calls them (it passes a query
+# argument it does not parse itself to its SSL connection by name).
+TLS_NAMES = {"ca_file": "ssl_ca_certs", "ca_dir": "ssl_ca_path",
+             "cert_file": "ssl_certfile", "key_file": "ssl_keyfile"}
+
+
 def connect(url):
+    if url.startswith("rediss://") and "?" in url:
+        base, query = url.split("?", 1)
+        items = [item.split("=", 1) for item in query.split("&") if item]
+        if any(name not in TLS_NAMES for name, _ in items):
+            sys.exit("redis_py_lock.py: a rediss:// query that redis-py cannot take: " + query)
+        url = base + "?" + "&".join(TLS_NAMES[name] + "=" + value for name, value in items)
     return redis.Redis.from_url(url, socket_timeout=30)
 
 

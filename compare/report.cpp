@@ -213,6 +213,7 @@ std::string table(const environment& env, const std::vector<combination_result>&
 
 std::string backends_table(const backends_result& b) {
   std::string out = b.cluster ? cluster_table(*b.cluster) : std::string();
+  if (b.tls) out += tls_table(*b.tls);
   if (b.rows.empty() && !b.failover) return out;
   out += "\nbackends: one server, and Sentinel (" + b.deployment + ")\n";
   std::size_t name_w = 11;
@@ -249,6 +250,35 @@ std::string backends_table(const backends_result& b) {
            fmt("%.0f ms", f.kill_to_lock_max_ms) + "\n";
   }
   return out;
+}
+
+std::string tls_table(const tls_result& t) {
+  std::string out = "\nTLS: " + t.deployment + "\n";
+  std::size_t name_w = 11;
+  for (auto& r : t.rows) name_w = std::max(name_w, r.name.size());
+  out += padded("", name_w) + "  plain p50   TLS p50    x plain  (pairs: min-max)\n";
+  for (auto& r : t.rows) {
+    auto [lo, hi] = std::minmax_element(r.pairs.begin(), r.pairs.end());
+    out += padded(r.name, name_w) + "  " + padded(fmt("%.1f us", r.plain.p50_us), 11) +
+           padded(fmt("%.1f us", r.tls.p50_us), 11) + padded(fmt("%.2f", median(r.pairs)), 9) +
+           (r.pairs.empty() ? "" : fmt("(%.2f", *lo) + fmt("-%.2f)", *hi)) + "\n";
+  }
+  out += "\nPING through the blocking path, and each combination's uncontended cycle (acquire + release,\n"
+         "blocking), in blocks that alternate the plain-text port and the TLS port of the same server\n"
+         "(pinned with the client as the main table's placement says); x plain: the median over the pairs\n"
+         "of the TLS block's p50 over the plain block's next to it.\n";
+  return out;
+}
+
+std::string tls_json(const tls_result& t) {
+  std::string out = "{\"deployment\": " + quoted(t.deployment) + ", \"rows\": [";
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    auto& r = t.rows[i];
+    out += (i ? ",\n      " : "\n      ");
+    out += "{\"name\": " + quoted(r.name) + ", \"plain\": " + latency_json(r.plain, 0) + ", \"tls\": " +
+           latency_json(r.tls, 0) + ", \"tls_vs_plain\": " + number(median(r.pairs)) + "}";
+  }
+  return out + "]}";
 }
 
 std::string cluster_table(const cluster_result& c) {
@@ -423,6 +453,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
     out += "null";
   }
   out += ",\n    \"cluster\": " + (backends.cluster ? cluster_json(*backends.cluster) : std::string("null"));
+  out += ",\n    \"tls\": " + (backends.tls ? tls_json(*backends.tls) : std::string("null"));
   out += "}\n}\n";
   return out;
 }

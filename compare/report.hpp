@@ -173,6 +173,20 @@ struct cluster_result {
   std::vector<pubsub_row> pubsub;
 };
 
+/// One row of the TLS phase (--backend tls): the same measurement over
+/// plain TCP and over TLS to the same server, in alternating blocks.
+struct tls_row {
+  std::string name;           ///< "PING" or a combination
+  latency plain, tls;
+  std::vector<double> pairs;  ///< per pair of blocks: the TLS block's median over the plain one's
+};
+
+/// The TLS phase.
+struct tls_result {
+  std::string deployment;
+  std::vector<tls_row> rows;  ///< PING first
+};
+
 /// The backends part of a run (--backend): empty rows when only "single"
 /// ran.
 struct backends_result {
@@ -181,6 +195,7 @@ struct backends_result {
   std::vector<backend_row> rows;
   std::optional<failover_row> failover;
   std::optional<cluster_result> cluster;
+  std::optional<tls_result> tls;
 };
 
 /// Where and how the run happened.
@@ -208,6 +223,12 @@ std::string backends_table(const backends_result& b);
 std::string cluster_table(const cluster_result& c);
 /// The cluster part as a JSON object.
 std::string cluster_json(const cluster_result& c);
+
+/// The TLS phase's table: PING and each combination's cycle, plain and
+/// TLS, and the ratio.
+std::string tls_table(const tls_result& t);
+/// The TLS phase as a JSON object.
+std::string tls_json(const tls_result& t);
 
 /// The whole run as JSON (an object with "environment", "combinations",
 /// "reference", "faults" and "backends"; each combination names its

@@ -9,34 +9,52 @@
 #include <utility>
 
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include <dlock/redis/config.hpp>
 
 #include "socket_connect.hpp"
+#include "tls.hpp"
 
 namespace dlock::redis::detail {
 
-// Writes `req` to a fresh connection to `to` and reads one reply per
-// command.
+// Writes `req` to a fresh connection to `to` (over TLS with `tls`) and
+// reads one reply per command.
 inline asio::awaitable<std::pair<error_code, response>> exchange(socket_type& socket,
                                                                 asio::ip::tcp::resolver& resolver, const address& to,
-                                                                const request& req, parser_limits limits) {
+                                                                const request& req, parser_limits limits,
+                                                                const tls_client* tls) {
+  constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
   const bool never = false;
   if (auto ec = co_await open_and_connect(socket, resolver, to, never)) co_return std::pair{ec, response{}};
   reply_stream incoming(limits);
   response replies;
-  auto ec = co_await write_and_read(socket, incoming, req, replies);
+  if (!tls) {
+    auto ec = co_await write_and_read(socket, incoming, req, replies);
+    co_return std::pair{ec, std::move(replies)};
+  }
+  asio::ssl::stream<socket_type&> session(socket, *tls->context);
+  if (!prepare_tls_session(session.native_handle(), tls->settings, to.host))
+    co_return std::pair{error_code(error::tls_handshake_failed), response{}};
+  auto [hec] = co_await session.async_handshake(asio::ssl::stream_base::client, use_tuple);
+  error_code ec = hec;
+  if (!ec) ec = co_await write_and_read(session, incoming, req, replies);
+  if (ec.category() == asio::error::get_ssl_category() || (hec && is_tls_layer_error(hec)))
+    ec = read_tls_failure(session.native_handle(),
+                          ec.category() == asio::error::get_ssl_category() ? static_cast<unsigned long>(ec.value()) : 0)
+             .code;
   co_return std::pair{ec, std::move(replies)};
 }
 
-// One question to one server on a connection of its own, within `limit`
-// (connect_timeout when it passes). A watchdog closes the socket and
+// One question to one server on a connection of its own (over TLS with
+// `tls`), within `limit` (connect_timeout when it passes). A watchdog closes the socket and
 // cancels the resolver when the limit passes, so the exchange ends whatever
 // step it is in (a name lookup ignores per-operation cancellation).
 inline asio::awaitable<std::pair<error_code, response>> ask_once(const address& to, const request& req,
                                                                 std::chrono::milliseconds limit,
-                                                                parser_limits limits) {
+                                                                parser_limits limits,
+                                                                std::shared_ptr<const tls_client> tls = nullptr) {
   auto ex = co_await asio::this_coro::executor;
   struct io {
     explicit io(const asio::any_io_executor& e) : socket(e), resolver(e) {}
@@ -54,7 +72,7 @@ inline asio::awaitable<std::pair<error_code, response>> ask_once(const address& 
     state->socket.close(ignored);
     state->resolver.cancel();
   });
-  auto outcome = co_await exchange(state->socket, state->resolver, to, req, limits);
+  auto outcome = co_await exchange(state->socket, state->resolver, to, req, limits, tls.get());
   state->finished = true;
   watchdog.cancel();
   if (state->timed_out) co_return std::pair{error_code(error::connect_timeout), response{}};

@@ -224,18 +224,29 @@ error_code blocking_connection::open_socket(const address& target, clock::time_p
 error_code blocking_connection::handshake(clock::time_point deadline) {
   const detail::handshake greeting(cfg_);
   if (!set_timeout(fd_, SO_SNDTIMEO, left_until(deadline))) return os_error(errno);
-  bool wrote_any = false;
-  if (auto ec = write_all(greeting.commands().payload(), wrote_any)) return ec;
-  response replies;
+  // Under TLS 1.3 a refused client certificate is only heard in this first
+  // exchange: the server's alert on the first read, or (its alert lost
+  // with the close) the connection ended.
+  const bool tls = ssl_ != nullptr;
   tls_error_ = 0;
-  if (auto ec = read_replies(greeting.replies_expected(), replies, deadline)) {
-    // Under TLS 1.3 a refused client certificate is only heard here, as
-    // the server's alert on the first read.
+  auto refused_certificate = [&](error_code ec) {
     if (tls_error_ != 0) {
       auto failure = detail::read_tls_failure(nullptr, tls_error_);
       last_failure_ = std::move(failure.why);
       return failure.code;
     }
+    if (tls && certificate_requested_ && clock::now() < deadline) {
+      auto failure = detail::refused_after_request(!cfg_.tls->cert_file.empty());
+      last_failure_ = std::move(failure.why);
+      return failure.code;
+    }
+    return ec;
+  };
+  bool wrote_any = false;
+  if (auto ec = write_all(greeting.commands().payload(), wrote_any)) return refused_certificate(ec);
+  response replies;
+  if (auto ec = read_replies(greeting.replies_expected(), replies, deadline)) {
+    ec = refused_certificate(ec);
     return ec == error::outcome_unknown && clock::now() >= deadline ? error_code(error::connect_timeout) : ec;
   }
   if (auto ec = greeting.verdict(replies)) return ec;
@@ -259,6 +270,7 @@ error_code blocking_connection::start_tls(const address& target, clock::time_poi
   // SSL_write returns after each whole record, so a failed write knows
   // whether a record the server can read has left (see write_all).
   ::SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE);
+  detail::watch_certificate_request(ssl_, &certificate_requested_);
   if (!detail::prepare_tls_session(ssl_, *cfg_.tls, target.host)) {
     last_failure_ = "OpenSSL refused the server name";
     return error::tls_handshake_failed;

@@ -49,7 +49,7 @@ std::string text_field(const value& map, std::string_view name) {
 
 }  // namespace
 
-std::optional<std::vector<cluster_shard>> read_cluster_shards(const value& v, const address& replied_by) {
+std::optional<std::vector<cluster_shard>> read_cluster_shards(const value& v, const address& replied_by, bool tls) {
   if (!v.is_array()) return std::nullopt;
   std::vector<cluster_shard> out;
   for (const auto& shard : v.elements) {
@@ -74,8 +74,10 @@ std::optional<std::vector<cluster_shard>> read_cluster_shards(const value& v, co
     }
     if (s.ranges.empty()) continue;  // a shard without slots (a spare master)
     if (!chosen) return std::nullopt;
-    auto* port = field(*chosen, "port");
-    if (!port) port = field(*chosen, "tls-port");
+    // A node lists the ports it has: "port" (plain text) and "tls-port";
+    // a client takes the one it speaks, else the other.
+    auto* port = field(*chosen, tls ? "tls-port" : "port");
+    if (!port) port = field(*chosen, tls ? "port" : "tls-port");
     auto p = port ? port_of(*port) : std::nullopt;
     if (!p) return std::nullopt;
     auto endpoint = text_field(*chosen, "endpoint");

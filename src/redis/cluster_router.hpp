@@ -114,7 +114,7 @@ class cluster_router final : public slot_map_view, public std::enable_shared_fro
     return r;
   }
   cluster_router(private_tag, asio::any_io_executor ex, cluster_config cfg)
-      : ex_(std::move(ex)), cfg_(std::move(cfg)), owner_(cluster_slots, no_node) {
+      : ex_(std::move(ex)), cfg_(std::move(cfg)), owner_(cluster_slots, no_node), tls_(tls_client::make(cfg_.node.tls)) {
     node_cfg_ = cfg_.node;
     node_cfg_.source.reset();
     node_cfg_.require_master = true;
@@ -273,7 +273,7 @@ class cluster_router final : public slot_map_view, public std::enable_shared_fro
         request req;
         push_auth(req, self->cfg_.node.user, self->cfg_.node.password);
         req.push("CLUSTER", how);
-        auto [ec, r] = co_await ask_once(a, req, self->cfg_.node.connect_timeout, self->cfg_.node.limits);
+        auto [ec, r] = co_await ask_once(a, req, self->cfg_.node.connect_timeout, self->cfg_.node.limits, self->tls_);
         if (ec) {
           last = ec;
           break;
@@ -288,7 +288,7 @@ class cluster_router final : public slot_map_view, public std::enable_shared_fro
           last = error::cluster_down;  // not a cluster node, or no CLUSTER SHARDS: try SLOTS
           continue;
         }
-        auto shards = std::string_view(how) == "SHARDS" ? read_cluster_shards(reply, a) : read_cluster_slots(reply, a);
+        auto shards = std::string_view(how) == "SHARDS" ? read_cluster_shards(reply, a, self->tls_ != nullptr) : read_cluster_slots(reply, a);
         if (!shards || shards->empty()) {
           last = error::cluster_down;
           break;
@@ -332,6 +332,7 @@ class cluster_router final : public slot_map_view, public std::enable_shared_fro
   config node_cfg_;
   mutable std::mutex m_;
   std::vector<std::uint16_t> owner_;  // slot -> index in nodes_
+  std::shared_ptr<const tls_client> tls_;  // for the slot map's questions; null: plain text
   std::vector<std::shared_ptr<cluster_node>> nodes_;
   bool have_map_ = false;
   bool refreshing_ = false;

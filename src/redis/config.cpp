@@ -281,13 +281,14 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
   ec.clear();
   sentinel_config out;
   try {
-    constexpr std::string_view scheme = "redis-sentinel://";
-    if (url.substr(0, scheme.size()) != scheme) {
-      if (url.find("://") == npos) throw url_error{"no scheme (expected redis-sentinel://)"};
+    constexpr std::string_view plain = "redis-sentinel://", secure = "rediss-sentinel://";
+    const bool tls = url.substr(0, secure.size()) == secure;
+    if (!tls && url.substr(0, plain.size()) != plain) {
+      if (url.find("://") == npos) throw url_error{"no scheme (expected redis-sentinel:// or rediss-sentinel://)"};
       throw url_error{"unknown scheme \"" + std::string(url.substr(0, url.find("://"))) +
-                      "\" (expected redis-sentinel://)"};
+                      "\" (expected redis-sentinel:// or rediss-sentinel://)"};
     }
-    auto rest = url.substr(scheme.size());
+    auto rest = url.substr(tls ? secure.size() : plain.size());
     // The user info runs to the last '@' (see userinfo_end); the master's
     // name follows the first '#' after it.
     auto at = rest.rfind('@');
@@ -300,8 +301,18 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
     out.master_name = percent_decode(rest.substr(hash + 1), "master name");
     if (out.master_name.empty()) throw url_error{"the master name after '#' is empty"};
     rest = rest.substr(0, hash);
-    if (auto q = rest.find('?'); q != npos)
-      throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis-sentinel:// URLs take no query)"};
+    if (auto q = rest.find('?'); q != npos) {
+      if (!tls)
+        throw url_error{"unexpected \"" + std::string(rest.substr(q)) +
+                        "\" (redis-sentinel:// URLs take no query; rediss-sentinel:// takes TLS settings)"};
+      out.master.tls.emplace();
+      parse_tls_query(rest.substr(q + 1), *out.master.tls);
+      rest = rest.substr(0, q);
+    }
+    if (tls) {
+      if (!out.master.tls) out.master.tls.emplace();
+      out.sentinel_tls = out.master.tls;
+    }
     auto slash = rest.find('/');
     if (slash != npos) {
       auto path = rest.substr(slash + 1);
@@ -324,7 +335,7 @@ sentinel_config parse_sentinel_url(std::string_view url) {
 }
 
 std::string sentinel_config::describe() const {
-  std::string out = "redis-sentinel://" + masked_credentials(master);
+  std::string out = (master.tls ? "rediss-sentinel://" : "redis-sentinel://") + masked_credentials(master);
   for (std::size_t i = 0; i < sentinels.size(); ++i) out += (i ? "," : "") + sentinels[i].describe();
   if (master.database != 0) out += "/" + std::to_string(master.database);
   return out + "#" + master_name;
@@ -334,19 +345,29 @@ cluster_config parse_cluster_url(std::string_view url, std::error_code& ec, std:
   ec.clear();
   cluster_config out;
   try {
-    constexpr std::string_view scheme = "redis://";
-    if (url.substr(0, scheme.size()) != scheme) {
-      if (url.find("://") == npos) throw url_error{"no scheme (expected redis://)"};
+    constexpr std::string_view plain = "redis://", secure = "rediss://";
+    const bool tls = url.substr(0, secure.size()) == secure;
+    if (!tls && url.substr(0, plain.size()) != plain) {
+      if (url.find("://") == npos) throw url_error{"no scheme (expected redis:// or rediss://)"};
       throw url_error{"unknown scheme \"" + std::string(url.substr(0, url.find("://"))) +
-                      "\" (a cluster's URL is redis://host:port,host:port,...)"};
+                      "\" (a cluster's URL is redis://host:port,host:port,... or rediss://...)"};
     }
-    auto rest = url.substr(scheme.size());
+    auto rest = url.substr(tls ? secure.size() : plain.size());
     // The user info runs to the last '@' (see userinfo_end), and is shared
     // by every node.
     auto at = rest.rfind('@');
     if (at != npos) {
       take_credentials(rest.substr(0, at), out.node);
       rest = rest.substr(at + 1);
+    }
+    if (tls) {
+      out.node.tls.emplace();
+      if (auto hash = rest.find('#'); hash != npos)
+        throw url_error{"unexpected \"" + std::string(rest.substr(hash)) + "\" (rediss:// URLs take no fragment)"};
+      if (auto q = rest.find('?'); q != npos) {
+        parse_tls_query(rest.substr(q + 1), *out.node.tls);
+        rest = rest.substr(0, q);
+      }
     }
     if (auto q = rest.find_first_of("?#"); q != npos)
       throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
@@ -372,7 +393,7 @@ cluster_config parse_cluster_url(std::string_view url) {
 }
 
 std::string cluster_config::describe() const {
-  std::string out = "redis://" + masked_credentials(node);
+  std::string out = (node.tls ? "rediss://" : "redis://") + masked_credentials(node);
   for (std::size_t i = 0; i < seeds.size(); ++i) out += (i ? "," : "") + seeds[i].describe();
   return out;
 }

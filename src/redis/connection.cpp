@@ -282,9 +282,16 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (!ec && !stopping_ && tls_context_) ec = co_await tls_handshake(address, why);
     if (!ec && !stopping_) {
       ec = co_await run_handshake();
-      // Under TLS 1.3 a refused client certificate is only heard here, as
-      // the server's alert on the first read.
-      if (tls_ && ec.category() == asio::error::get_ssl_category()) ec = tls_failed(ec, why);
+      // Under TLS 1.3 a refused client certificate is only heard here: the
+      // server's alert on the first read, or (its alert lost with the
+      // close) the connection ended.
+      if (tls_ && ec.category() == asio::error::get_ssl_category()) {
+        ec = tls_failed(ec, why);
+      } else if (tls_ && certificate_requested_ && ec && !stopping_ && !state->timed_out) {
+        auto failure = refused_after_request(!cfg_.tls->cert_file.empty());
+        why = std::move(failure.why);
+        ec = failure.code;
+      }
     }
     state->finished = true;
     watchdog.cancel();
@@ -302,6 +309,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // when it fails.
   awaitable<error_code> tls_handshake(const server_address& address, std::string& why) {
     tls_.emplace(socket_, *tls_context_);
+    watch_certificate_request(tls_->native_handle(), &certificate_requested_);
     if (!prepare_tls_session(tls_->native_handle(), *cfg_.tls, address.host)) {
       why = "OpenSSL refused the server name \"" + (cfg_.tls->server_name.empty() ? address.host : cfg_.tls->server_name) + "\"";
       ::ERR_clear_error();
@@ -468,6 +476,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // current connection over socket_, made anew for each connect.
   std::shared_ptr<asio::ssl::context> tls_context_;
   std::optional<asio::ssl::stream<socket_type&>> tls_;
+  bool certificate_requested_ = false;  // the session's server asked for a client certificate
   mutable std::mutex failure_mutex_;
   std::string last_failure_;  // see connection::last_connect_failure
 };

@@ -48,7 +48,8 @@ class sentinel_source final : public address_source, public std::enable_shared_f
         user_(cfg.sentinel_user),
         password_(cfg.sentinel_password),
         limit_(cfg.master.connect_timeout),
-        limits_(cfg.master.limits) {}
+        limits_(cfg.master.limits),
+        tls_(tls_client::make(cfg.sentinel_tls)) {}
 
   void async_find(asio::any_io_executor ex, std::function<void(error_code, address)> done) override {
     asio::co_spawn(ex, find(shared_from_this()),
@@ -96,7 +97,7 @@ class sentinel_source final : public address_source, public std::enable_shared_f
     req.push("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self->name_);
     bool unknown = false, refused_auth = false, reached = false;
     for (const auto& sentinel : self->sentinels()) {
-      auto [ec, replies] = co_await ask_once(sentinel, req, self->limit_, self->limits_);
+      auto [ec, replies] = co_await ask_once(sentinel, req, self->limit_, self->limits_, self->tls_);
       if (ec || replies.size() != req.size()) continue;
       // AUTH refused, or a sentinel that wants a password we do not have.
       if ((!self->password_.empty() && replies.front().is_error()) || refuses_auth(replies.back())) {
@@ -135,6 +136,7 @@ class sentinel_source final : public address_source, public std::enable_shared_f
   const std::string name_, user_, password_;
   const milliseconds limit_;
   const parser_limits limits_;
+  const std::shared_ptr<const tls_client> tls_;  // null: the sentinels speak plain text
 };
 
 namespace {
@@ -324,6 +326,7 @@ void SentinelBackend::start_watch() {
   watch_cfg.user = sentinel_cfg_.sentinel_user;
   watch_cfg.password = sentinel_cfg_.sentinel_password;
   watch_cfg.database = 0;
+  watch_cfg.tls = sentinel_cfg_.sentinel_tls;
   watch_cfg.source = std::make_shared<redis::detail::sentinel_rotation>(*source_);
   watch_cfg.require_master = false;
   watch_ = std::make_unique<redis::subscriber>(get_executor(), watch_cfg);

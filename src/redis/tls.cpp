@@ -135,11 +135,29 @@ tls_failure read_tls_failure(SSL* ssl, unsigned long openssl_error) {
   }
   if (verify != X509_V_OK) {
     why += std::string(": ") + ::X509_verify_cert_error_string(verify);
-    return {make_error_code(tls_error_of_verify(verify)), why};
+    return {boost::system::error_code(tls_error_of_verify(verify)), why};
   }
   if (openssl_error != 0 && refuses_client_certificate(reason))
-    return {make_error_code(error::tls_client_certificate_rejected), why};
-  return {make_error_code(error::tls_handshake_failed), why};
+    return {boost::system::error_code(error::tls_client_certificate_rejected), why};
+  return {boost::system::error_code(error::tls_handshake_failed), why};
+}
+
+void watch_certificate_request(SSL* ssl, bool* requested) {
+  *requested = false;
+  ::SSL_set_cert_cb(
+      ssl,
+      [](SSL*, void* flag) {
+        *static_cast<bool*>(flag) = true;
+        return 1;  // go on, with the certificate the context has, if any
+      },
+      requested);
+}
+
+tls_failure refused_after_request(bool has_certificate) {
+  return {error::tls_client_certificate_rejected,
+          has_certificate ? "the server asked for this client's certificate, then closed the connection"
+                          : "the server asked for a client certificate, this client has none (cert_file), and the "
+                            "server closed the connection"};
 }
 
 bool is_tls_layer_error(const boost::system::error_code& ec) {

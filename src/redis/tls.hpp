@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/ssl/context.hpp>
@@ -20,6 +21,19 @@ namespace dlock::redis::detail {
 // error::invalid_argument and a message that names the file and the reason
 // when one cannot be read or used.
 std::shared_ptr<boost::asio::ssl::context> make_tls_context(const tls_settings& settings);
+
+// A config's TLS, ready for connections: the settings, and the OpenSSL
+// context made from them once (shared by every connection that uses it).
+struct tls_client {
+  tls_settings settings;
+  std::shared_ptr<boost::asio::ssl::context> context;
+
+  // Null without settings; throws as make_tls_context.
+  static std::shared_ptr<const tls_client> make(const std::optional<tls_settings>& settings) {
+    if (!settings) return nullptr;
+    return std::make_shared<const tls_client>(tls_client{*settings, make_tls_context(*settings)});
+  }
+};
 
 // Sets up a fresh session (one per connect) to `host`: SNI when the name is
 // a host name, and the name the certificate must carry (SSL_set1_host for a
@@ -38,6 +52,16 @@ struct tls_failure {
 // packed OpenSSL error (ERR_get_error; 0 when the stream simply ended) and
 // `ssl` the session, for its verify result.
 tls_failure read_tls_failure(SSL* ssl, unsigned long openssl_error);
+
+// Sets `*requested` when the server asks this client for a certificate
+// during the handshake of `ssl` (it must outlive the session).
+void watch_certificate_request(SSL* ssl, bool* requested);
+
+// A connection lost at the first exchange after a handshake in which the
+// server asked for a client certificate: the server refused the
+// certificate, or its absence (a TLS 1.3 server checks it after the
+// handshake, and closes at once; its alert may be lost with the close).
+tls_failure refused_after_request(bool has_certificate);
 
 // Whether `ec` came from the TLS layer (an OpenSSL error, or the TLS
 // stream's own, such as stream_truncated).

@@ -208,7 +208,7 @@ tls_files::tls_files() : dir_(make_temp_dir()) {
   try {
     make_ca("ca", "/CN=dlock test CA");
     make_ca("other-ca", "/CN=dlock test CA nobody trusts");
-    const std::string server_ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n";
+    const std::string server_ext = "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n";
     make_leaf("server", "ca", "/CN=localhost", server_ext);
     make_leaf("untrusted", "other-ca", "/CN=localhost", server_ext);
     make_leaf("elsewhere", "ca", "/CN=elsewhere.example",
@@ -251,6 +251,7 @@ redis_server::redis_server(server_options opts) : opts_(std::move(opts)) {
   dir_ = make_temp_dir();
   for (int attempt = 0;; ++attempt) {
     port_ = pick_port(opts_.cluster);
+    plain_port_ = opts_.tls && opts_.plain_port_too ? pick_port(false) : 0;
     spawn();
     try {
       wait_ready(10s);
@@ -275,7 +276,11 @@ redis_server::redis_server(server_options opts) : opts_(std::move(opts)) {
 }
 
 redis_server::redis_server(redis_server&& other) noexcept
-    : opts_(std::move(other.opts_)), port_(other.port_), dir_(std::move(other.dir_)), pid_(other.pid_) {
+    : opts_(std::move(other.opts_)),
+      port_(other.port_),
+      plain_port_(other.plain_port_),
+      dir_(std::move(other.dir_)),
+      pid_(other.pid_) {
   other.pid_ = -1;
   other.dir_.clear();
 }
@@ -297,7 +302,9 @@ std::string redis_server::url() const {
 std::string redis_server::unix_path() const { return dir_ + "/redis.sock"; }
 
 void redis_server::spawn() {
-  std::vector<std::string> args = {"redis-server", "--port", std::to_string(opts_.tls ? 0 : port_), "--bind", "127.0.0.1",
+  // A TLS server listens on its TLS port, and on a plain one only when asked.
+  const auto plain = opts_.tls ? plain_port_ : port_;
+  std::vector<std::string> args = {"redis-server", "--port", std::to_string(plain), "--bind", "127.0.0.1",
                                    "--save", "", "--appendonly", "no", "--dir", dir_,
                                    "--logfile", dir_ + "/redis.log", "--daemonize", "no"};
   if (opts_.tls)
@@ -441,13 +448,19 @@ void redis_server::wait_until_synced(std::chrono::milliseconds limit) const {
 }
 
 sentinel_group::sentinel_group(std::string master_name, std::uint16_t master_port, int count, int quorum,
-                               int down_after_ms, int failover_timeout_ms)
-    : name_(std::move(master_name)) {
+                               int down_after_ms, int failover_timeout_ms, std::shared_ptr<const tls_files> tls)
+    : name_(std::move(master_name)), tls_(std::move(tls)) {
   for (int i = 0; i < count; ++i) {
     auto dir = make_temp_dir();
     auto port = pick_port(false);
     std::ofstream conf(dir + "/sentinel.conf");
-    conf << "port " << port << "\nbind 127.0.0.1\ndir " << dir << "\nlogfile " << dir << "/sentinel.log\n"
+    if (tls_)
+      conf << "port 0\ntls-port " << port << "\ntls-cert-file " << tls_->server().cert << "\ntls-key-file "
+           << tls_->server().key << "\ntls-ca-cert-file " << tls_->ca() << "\ntls-replication yes\n"
+           << "tls-auth-clients no\n";
+    else
+      conf << "port " << port << "\n";
+    conf << "bind 127.0.0.1\ndir " << dir << "\nlogfile " << dir << "/sentinel.log\n"
          << "sentinel monitor " << name_ << " 127.0.0.1 " << master_port << " " << quorum << "\n"
          << "sentinel down-after-milliseconds " << name_ << " " << down_after_ms << "\n"
          << "sentinel failover-timeout " << name_ << " " << failover_timeout_ms << "\n";
@@ -456,13 +469,29 @@ sentinel_group::sentinel_group(std::string master_name, std::uint16_t master_por
     ports_.push_back(port);
     dirs_.push_back(dir);
   }
-  for (auto port : ports_) {
+  for (std::size_t i = 0; i < ports_.size(); ++i) {
     auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!raw_exchange(port, resp_command({"PING"}), "+PONG", 500ms)) {
+    auto answers = [&] {
+      if (!tls_) return raw_exchange(ports_[i], resp_command({"PING"}), "+PONG", 500ms);
+      try {
+        return command(i, {"PING"}) == "PONG";
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    while (!answers()) {
       if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("sentinel did not start");
       std::this_thread::sleep_for(20ms);
     }
   }
+}
+
+std::vector<std::string> sentinel_group::cli(std::size_t i) const {
+  std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(ports_.at(i))};
+  if (tls_)
+    argv.insert(argv.end(), {"--tls", "--cacert", tls_->ca(), "--cert", tls_->client().cert, "--key",
+                             tls_->client().key});
+  return argv;
 }
 
 sentinel_group::~sentinel_group() {
@@ -482,8 +511,7 @@ std::vector<std::uint16_t> sentinel_group::ports() const { return ports_; }
 std::uint16_t sentinel_group::current_master_port() const {
   for (std::size_t i = 0; i < ports_.size(); ++i) {
     if (pids_[i] <= 0) continue;
-    auto out = run_capture({"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(ports_[i]), "SENTINEL",
-                            "get-master-addr-by-name", name_});
+    auto out = command(i, {"SENTINEL", "get-master-addr-by-name", name_});
     auto nl = out.find('\n');
     if (nl != std::string::npos) return static_cast<std::uint16_t>(std::stoi(out.substr(nl + 1)));
   }
@@ -491,7 +519,7 @@ std::uint16_t sentinel_group::current_master_port() const {
 }
 
 std::string sentinel_group::command(std::size_t i, const std::vector<std::string>& args) const {
-  std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(ports_.at(i))};
+  auto argv = cli(i);
   argv.insert(argv.end(), args.begin(), args.end());
   return run_capture(argv);
 }
@@ -750,6 +778,9 @@ redis_cluster::redis_cluster(cluster_options opts) : opts_(std::move(opts)) {
   int total = opts_.masters * (1 + opts_.replicas_per_master);
   std::vector<std::string> create = {"redis-cli"};
   if (!opts_.password.empty()) create.insert(create.end(), {"-a", opts_.password, "--no-auth-warning"});
+  if (opts_.tls)
+    create.insert(create.end(), {"--tls", "--cacert", opts_.tls->ca(), "--cert", opts_.tls->client().cert, "--key",
+                                 opts_.tls->client().key});
   create.insert(create.end(), {"--cluster", "create"});
   for (int i = 0; i < total; ++i) {
     server_options o;
@@ -759,6 +790,10 @@ redis_cluster::redis_cluster(cluster_options opts) : opts_(std::move(opts)) {
     // A replica's first sync starts at once, not 5 s later (7.0's default
     // diskless sync delay, which waits for more replicas to share the RDB).
     o.extra_args = {"--repl-diskless-sync-delay", "0"};
+    if (opts_.tls) {
+      o.tls = opts_.tls;
+      o.extra_args.insert(o.extra_args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+    }
     nodes_.push_back(std::make_unique<redis_server>(o));
     create.push_back("127.0.0.1:" + std::to_string(nodes_.back()->port()));
   }
@@ -790,9 +825,10 @@ std::string redis_cluster::url() const {
 }
 
 std::string redis_cluster::seed_url(const std::vector<std::size_t>& nodes) const {
-  std::string out = "redis://" + (opts_.password.empty() ? "" : ":" + opts_.password + "@");
+  std::string out = (opts_.tls ? "rediss://" : "redis://") + (opts_.password.empty() ? "" : ":" + opts_.password + "@");
   for (std::size_t k = 0; k < nodes.size(); ++k)
     out += (k ? "," : "") + std::string("127.0.0.1:") + std::to_string(node(nodes[k]).port());
+  if (opts_.tls) out += "?ca_file=" + opts_.tls->ca();
   return out;
 }
 

@@ -71,6 +71,8 @@ struct server_options {
   /// --tls-auth-clients: "no", "yes" (a client certificate is required) or
   /// "optional". With `tls` only.
   std::string tls_auth_clients = "no";
+  /// With `tls`: also a plain-text port (plain_port()), on the same server.
+  bool plain_port_too = false;
 };
 
 /// One redis-server process with no persistence, in its own temp dir.
@@ -86,6 +88,9 @@ class redis_server {
   redis_server(const redis_server&) = delete;
 
   std::uint16_t port() const { return port_; }
+  /// The plain-text port of a TLS server started with plain_port_too (0
+  /// otherwise); a plain server's is port().
+  std::uint16_t plain_port() const { return opts_.tls ? plain_port_ : port_; }
   /// "redis://127.0.0.1:<port>", with ":password@" when there is one; with
   /// TLS, "rediss://127.0.0.1:<port>?ca_file=<the CA>" (and no client
   /// certificate).
@@ -118,6 +123,7 @@ class redis_server {
 
   server_options opts_;
   std::uint16_t port_ = 0;
+  std::uint16_t plain_port_ = 0;  // a TLS server's plain-text port, if any
   std::string dir_;
   pid_t pid_ = -1;
 };
@@ -130,8 +136,11 @@ long long command_calls(const redis_server& server, const std::string& command);
 /// N Sentinel processes watching a master named `master_name`.
 class sentinel_group {
  public:
+  /// With `tls`: the sentinels listen on TLS only, and reach the master and
+  /// replicas over TLS (tls-replication); redis-cli speaks TLS to them.
   sentinel_group(std::string master_name, std::uint16_t master_port, int count = 3, int quorum = 2,
-                 int down_after_ms = 1000, int failover_timeout_ms = 3000);
+                 int down_after_ms = 1000, int failover_timeout_ms = 3000,
+                 std::shared_ptr<const tls_files> tls = nullptr);
   ~sentinel_group();
   std::vector<std::uint16_t> ports() const;
   const std::string& master_name() const { return name_; }
@@ -146,7 +155,10 @@ class sentinel_group {
   void wait_ready(int replicas, std::chrono::milliseconds limit = std::chrono::seconds(20)) const;
 
  private:
+  std::vector<std::string> cli(std::size_t i) const;  // redis-cli to sentinel i
+
   std::string name_;
+  std::shared_ptr<const tls_files> tls_;
   std::vector<std::uint16_t> ports_;
   std::vector<pid_t> pids_;
   std::vector<std::string> dirs_;
@@ -162,6 +174,9 @@ struct cluster_options {
   /// is suspected (PFAIL); a failover takes about 2 s more than that.
   int node_timeout_ms = 2000;
   std::string password{};  ///< requirepass and masterauth on every node, when not empty
+  /// TLS only, on every node, with TLS between the nodes too (--tls-cluster,
+  /// --tls-replication): the nodes' ports are TLS ports; url() is rediss://.
+  std::shared_ptr<const tls_files> tls{};
 };
 
 /// A Redis Cluster on 127.0.0.1, created with `redis-cli --cluster create`.
@@ -202,7 +217,8 @@ class redis_cluster {
   std::string node_id(std::size_t i) const { return ids_.at(i); }
 
   /// "redis://127.0.0.1:<p1>,127.0.0.1:<p2>,..." listing every node, live or
-  /// not, in node order; "redis://:<password>@127.0.0.1:<p1>,..." with a password.
+  /// not, in node order; "redis://:<password>@127.0.0.1:<p1>,..." with a
+  /// password; with TLS, "rediss://...?ca_file=<the CA>".
   std::string url() const;
   /// The same for the nodes listed, in the order given (a client's seed list).
   std::string seed_url(const std::vector<std::size_t>& nodes) const;

@@ -8,9 +8,14 @@
 namespace dlock::test {
 
 sentinel_deployment::sentinel_deployment(sentinel_options opts) : opts_(std::move(opts)) {
-  nodes_.push_back(std::make_unique<redis_server>());
+  server_options master;
+  if (opts_.tls) {
+    master.tls = opts_.tls;
+    master.extra_args = {"--tls-replication", "yes"};
+  }
+  nodes_.push_back(std::make_unique<redis_server>(master));
   for (int i = 0; i < opts_.replicas; ++i) {
-    server_options o;
+    server_options o = master;
     o.replica_of = nodes_[0]->port();
     o.environment = opts_.replica_environment;
     if (opts_.proxied) {
@@ -21,7 +26,7 @@ sentinel_deployment::sentinel_deployment(sentinel_options opts) : opts_(std::mov
   }
   for (std::size_t i = 1; i < nodes_.size(); ++i) nodes_[i]->wait_until_synced();
   sentinels_ = std::make_unique<sentinel_group>(opts_.master_name, nodes_[0]->port(), opts_.sentinels, opts_.quorum,
-                                                opts_.down_after_ms, opts_.failover_timeout_ms);
+                                                opts_.down_after_ms, opts_.failover_timeout_ms, opts_.tls);
   sentinels_->wait_ready(opts_.replicas);
 }
 
@@ -32,9 +37,10 @@ sentinel_deployment::~sentinel_deployment() {
 }
 
 std::string sentinel_deployment::url() const {
-  std::string out = "redis-sentinel://";
+  std::string out = opts_.tls ? "rediss-sentinel://" : "redis-sentinel://";
   auto ports = sentinels_->ports();
   for (std::size_t i = 0; i < ports.size(); ++i) out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports[i]);
+  if (opts_.tls) out += "?ca_file=" + opts_.tls->ca();
   return out + "#" + opts_.master_name;
 }
 

@@ -31,6 +31,10 @@ struct sentinel_options {
   bool proxied = true;
   /// Added to each replica's environment (a preloaded clock skew).
   std::vector<std::string> replica_environment{};
+  /// TLS only, everywhere: the master, the replicas (replicating over
+  /// TLS, through the proxies when proxied) and the sentinels; url() is
+  /// rediss-sentinel://.
+  std::shared_ptr<const tls_files> tls{};
 };
 
 /// Starts on construction, ready for a failover (every sentinel knows every
@@ -42,7 +46,8 @@ class sentinel_deployment {
   sentinel_deployment(const sentinel_deployment&) = delete;
   sentinel_deployment& operator=(const sentinel_deployment&) = delete;
 
-  /// "redis-sentinel://127.0.0.1:<p1>,127.0.0.1:<p2>,...#<master name>".
+  /// "redis-sentinel://127.0.0.1:<p1>,127.0.0.1:<p2>,...#<master name>"
+  /// ("rediss-sentinel://...?ca_file=<the CA>#<master name>" with TLS).
   std::string url() const;
   const std::string& master_name() const { return opts_.master_name; }
 

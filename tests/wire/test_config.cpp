@@ -9,6 +9,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/redis/config.hpp>
+#include <dlock/redis/cluster.hpp>
 #include <dlock/redis/sentinel.hpp>
 #include <support/redis_server.hpp>
 
@@ -286,7 +287,9 @@ TEST_CASE("redis-sentinel:// URLs", "[url][sentinel]") {
            {"redis-sentinel://h1:0#m", "port \"0\""},
            {"redis-sentinel://h1/x#m", "database \"x\""},
            {"redis-sentinel://h1?a=b#m", "take no query"},
-           {"redis://h1#m", "expected redis-sentinel://"},
+           {"rediss-sentinel://h1?a=b#m", "unknown query parameter \"a\""},
+           {"rediss-sentinel://h1?cert_file=/c#m", "cert_file and key_file go together"},
+           {"redis://h1#m", "expected redis-sentinel:// or rediss-sentinel://"},
            {"redis-sentinel://:hunter2@h1:99999#m", "port \"99999\""},
        }) {
     CAPTURE(url);
@@ -298,4 +301,33 @@ TEST_CASE("redis-sentinel:// URLs", "[url][sentinel]") {
     CHECK(why.find("hunter2") == std::string::npos);
   }
   CHECK_THROWS_AS(parse_sentinel_url("redis-sentinel://h1"), std::system_error);
+}
+
+TEST_CASE("rediss-sentinel:// and a cluster's rediss:// URLs: TLS to every server", "[url][tls]") {
+  auto s = dlock::redis::parse_sentinel_url("rediss-sentinel://:pw@h1,h2:26380/2?ca_file=/ca.pem&server_name=r.internal#orders");
+  REQUIRE(s.master.tls);
+  REQUIRE(s.sentinel_tls);
+  CHECK(s.master.tls->ca_file == "/ca.pem");
+  CHECK(s.sentinel_tls->server_name == "r.internal");
+  CHECK(s.master.database == 2);
+  CHECK(s.master_name == "orders");
+  CHECK(s.describe() == "rediss-sentinel://:***@h1:26379,h2:26380/2#orders");
+  s = dlock::redis::parse_sentinel_url("rediss-sentinel://h1#m");
+  CHECK(s.master.tls);
+  CHECK(s.sentinel_tls);
+  CHECK_FALSE(dlock::redis::parse_sentinel_url("redis-sentinel://h1#m").sentinel_tls);
+
+  auto c = dlock::redis::parse_cluster_url("rediss://:pw@10.0.0.1:7000,10.0.0.2?ca_file=/ca.pem&cert_file=/c.pem&key_file=/k.pem");
+  REQUIRE(c.node.tls);
+  REQUIRE(c.seeds.size() == 2);
+  CHECK(c.seeds[1].host == "10.0.0.2");
+  CHECK(c.node.tls->key_file == "/k.pem");
+  CHECK(c.describe() == "rediss://:***@10.0.0.1:7000,10.0.0.2:6379");
+  CHECK_FALSE(dlock::redis::parse_cluster_url("redis://h:1").node.tls);
+  for (const char* bad : {"rediss://h:1?x=1", "rediss://h:1#f", "redis://h:1?ca_file=/ca.pem", "rediss://h:1/2"}) {
+    CAPTURE(bad);
+    std::error_code ec;
+    dlock::redis::parse_cluster_url(bad, ec);
+    CHECK(ec == dlock::error::invalid_url);
+  }
 }

@@ -132,13 +132,17 @@ TEST_CASE("mutual TLS: a client certificate is accepted, its absence is tls_clie
     check_both_paths(backend);
   }
   SECTION("without one: under TLS 1.3 the refusal arrives after the handshake, and reads as what it is") {
-    auto r = backend_refusal(tls_config(server));
-    CHECK(r.code == dlock::error::tls_client_certificate_rejected);
-    CHECK(r.code == dlock::condition::not_sent);
-    CHECK_THAT(r.text, Catch::Contains("certificate required"));
-    std::string why;
-    CHECK(blocking_refusal(tls_config(server), &why) == dlock::error::tls_client_certificate_rejected);
-    CHECK_THAT(why, Catch::Contains("certificate required"));
+    // The server's alert and its close race the client's first write and
+    // read: either may be what the client sees first. Many tries.
+    for (int i = 0; i < 20; ++i) {
+      auto r = backend_refusal(tls_config(server));
+      CHECK(r.code == dlock::error::tls_client_certificate_rejected);
+      CHECK(r.code == dlock::condition::not_sent);
+      CHECK_THAT(r.text, Catch::Contains("certificate required") || Catch::Contains("this client has none"));
+      std::string why;
+      CHECK(blocking_refusal(tls_config(server), &why) == dlock::error::tls_client_certificate_rejected);
+      CHECK_THAT(why, Catch::Contains("certificate required") || Catch::Contains("this client has none"));
+    }
   }
 }
 

@@ -125,6 +125,7 @@ class blocking_connection {
   std::shared_ptr<boost::asio::ssl::context> tls_context_;  // null: plain text
   ssl_st* ssl_ = nullptr;                // the TLS session of this socket
   unsigned long tls_error_ = 0;          // OpenSSL's error of the last failed TLS read
+  bool certificate_requested_ = false;   // the session's server asked for a client certificate
   std::string last_failure_;
   std::size_t connects_ = 0;
   std::size_t owed_ = 0;  // replies of timed-out commands, still to come

@@ -56,7 +56,9 @@ struct cluster_config {
 
 /// Parses `redis://[[user:]password@]host[:port][,host[:port]...]`: one or
 /// more seed nodes (6379 when a port is not given; IPv6 hosts in brackets)
-/// sharing one user and password. A database other than 0 is refused (a
+/// sharing one user and password; `rediss://...[?query]` is the same over
+/// TLS to every node, with rediss://'s query (the nodes' TLS ports: their
+/// "tls-port" in CLUSTER SHARDS). A database other than 0 is refused (a
 /// cluster has only database 0). Throws std::system_error with
 /// error::invalid_url and a message that names the bad part, never quoting
 /// the user name or the password.
@@ -77,9 +79,11 @@ struct cluster_shard {
 /// Reads a CLUSTER SHARDS reply (Redis 7.0; RESP2 maps as flat arrays):
 /// for each shard, its online master (or, when none is online, its node
 /// whose role is master) and its slot ranges; shards without slots are left
-/// out. `replied_by` fills in a node's empty or "?" endpoint. Nullopt when
-/// the reply is not one.
-std::optional<std::vector<cluster_shard>> read_cluster_shards(const value& v, const address& replied_by);
+/// out. `replied_by` fills in a node's empty or "?" endpoint. Each master's
+/// port is its "tls-port" for a `tls` client, its "port" otherwise (the
+/// other when it lists only one). Nullopt when the reply is not one.
+std::optional<std::vector<cluster_shard>> read_cluster_shards(const value& v, const address& replied_by,
+                                                              bool tls = false);
 /// Reads a CLUSTER SLOTS reply (the fallback before Redis 7.0).
 std::optional<std::vector<cluster_shard>> read_cluster_slots(const value& v, const address& replied_by);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -28,6 +29,10 @@ struct sentinel_config {
   /// sentinels); empty: none.
   std::string sentinel_user;
   std::string sentinel_password;
+  /// TLS to the sentinels (their tls-port); empty: plain text. The
+  /// master's and replicas' TLS is `master.tls`. A rediss-sentinel:// URL
+  /// sets both to its query's settings.
+  std::optional<tls_settings> sentinel_tls;
   /// The master's settings: user, password, database, client name and
   /// every timeout. Its host, port and path are not used (the sentinels
   /// say where the master is); its `source` and `require_master` are set
@@ -43,6 +48,8 @@ struct sentinel_config {
 /// the form Lettuce established: one or more sentinels (26379 when a port
 /// is not given; IPv6 hosts in brackets), the master's database, and the
 /// master's name after '#' (required; percent-encoded if it holds '%').
+/// `rediss-sentinel://...[/db][?query]#master-name` is the same over TLS,
+/// to the sentinels and to the master alike, with rediss://'s query.
 /// The user and password are the master's (and its replicas'); Sentinel's
 /// own are set in the settings (sentinel_user, sentinel_password). Throws
 /// std::system_error with error::invalid_url and a message that names the
