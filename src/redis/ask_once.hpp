@@ -40,7 +40,7 @@ inline asio::awaitable<std::pair<error_code, response>> exchange(socket_type& so
   auto [hec] = co_await session.async_handshake(asio::ssl::stream_base::client, use_tuple);
   error_code ec = hec;
   if (!ec) ec = co_await write_and_read(session, incoming, req, replies);
-  if (ec.category() == asio::error::get_ssl_category() || (hec && is_tls_layer_error(hec)))
+  if (ec.category() == asio::error::get_ssl_category() || (hec && (is_tls_layer_error(hec) || hec == asio::error::eof)))
     ec = read_tls_failure(session.native_handle(),
                           ec.category() == asio::error::get_ssl_category() ? static_cast<unsigned long>(ec.value()) : 0)
              .code;

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <system_error>
 #include <optional>
 
@@ -76,15 +77,38 @@ error_code connect_within(int fd, const sockaddr* addr, socklen_t len, clock::ti
 
 // The TLS session's socket I/O: send() with MSG_NOSIGNAL, where OpenSSL's
 // own socket BIO calls write(), which raises SIGPIPE on a closed connection
-// (and a library must not change how its process handles signals). The
-// BIO's data is the descriptor. A timeout (EAGAIN) is a retry, which
-// SSL_get_error reports as SSL_ERROR_WANT_READ or _WANT_WRITE.
-int socket_of(BIO* b) { return static_cast<int>(reinterpret_cast<std::intptr_t>(::BIO_get_data(b))); }
+// (and a library must not change how its process handles signals). A
+// timeout (EAGAIN) is a retry, which SSL_get_error reports as
+// SSL_ERROR_WANT_READ or _WANT_WRITE.
+//
+// While connecting, each send and receive also waits no longer than the
+// connect deadline: one OpenSSL call reads a record in as many receives as
+// it takes, and a server that trickles bytes could otherwise keep it past
+// any one socket timeout.
+struct bio_io {
+  int fd = -1;
+  clock::time_point deadline = clock::time_point::max();  // max: none
+};
+
+bio_io& io_of(BIO* b) { return *static_cast<bio_io*>(::BIO_get_data(b)); }
+
+// False (errno EAGAIN) once the connect deadline has passed; else the
+// socket's `option` timeout is at most what is left.
+bool within_deadline(const bio_io& io, int option) {
+  if (io.deadline == clock::time_point::max()) return true;
+  auto now = clock::now();
+  if (now >= io.deadline || !set_timeout(io.fd, option, left_until(io.deadline))) {
+    errno = EAGAIN;
+    return false;
+  }
+  return true;
+}
 
 int bio_write(BIO* b, const char* data, int size) {
   ::BIO_clear_retry_flags(b);
-  ssize_t n;
-  do n = ::send(socket_of(b), data, static_cast<std::size_t>(size), MSG_NOSIGNAL);
+  const auto& io = io_of(b);
+  ssize_t n = -1;
+  if (within_deadline(io, SO_SNDTIMEO)) do n = ::send(io.fd, data, static_cast<std::size_t>(size), MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_write(b);
   return static_cast<int>(n);
@@ -92,8 +116,9 @@ int bio_write(BIO* b, const char* data, int size) {
 
 int bio_read(BIO* b, char* into, int size) {
   ::BIO_clear_retry_flags(b);
-  ssize_t n;
-  do n = ::recv(socket_of(b), into, static_cast<std::size_t>(size), 0);
+  const auto& io = io_of(b);
+  ssize_t n = -1;
+  if (within_deadline(io, SO_RCVTIMEO)) do n = ::recv(io.fd, into, static_cast<std::size_t>(size), 0);
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_read(b);
   return static_cast<int>(n);
@@ -102,7 +127,14 @@ int bio_read(BIO* b, char* into, int size) {
 long bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
 
 int bio_create(BIO* b) {
-  ::BIO_set_init(b, 1);
+  ::BIO_set_data(b, new (std::nothrow) bio_io);
+  ::BIO_set_init(b, ::BIO_get_data(b) != nullptr);
+  return ::BIO_get_data(b) != nullptr;
+}
+
+int bio_destroy(BIO* b) {
+  delete static_cast<bio_io*>(::BIO_get_data(b));
+  ::BIO_set_data(b, nullptr);
   return 1;
 }
 
@@ -111,7 +143,8 @@ const BIO_METHOD* socket_bio_method() {
   static BIO_METHOD* const method = [] {
     BIO_METHOD* m = ::BIO_meth_new(::BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "dlock blocking socket");
     if (m && ::BIO_meth_set_write(m, bio_write) == 1 && ::BIO_meth_set_read(m, bio_read) == 1 &&
-        ::BIO_meth_set_ctrl(m, bio_ctrl) == 1 && ::BIO_meth_set_create(m, bio_create) == 1)
+        ::BIO_meth_set_ctrl(m, bio_ctrl) == 1 && ::BIO_meth_set_create(m, bio_create) == 1 &&
+        ::BIO_meth_set_destroy(m, bio_destroy) == 1)
       return m;
     throw std::system_error(make_error_code(error::invalid_argument), "OpenSSL refused a BIO method");
   }();
@@ -122,7 +155,11 @@ const BIO_METHOD* socket_bio_method() {
 
 blocking_connection::blocking_connection(config cfg)
     : cfg_(std::move(cfg)),
-      tls_context_(cfg_.tls ? detail::make_tls_context(*cfg_.tls) : nullptr),
+      tls_context_([this] {
+        // The context, kept alive with the process-wide client it belongs to.
+        auto client = detail::tls_client_for(cfg_);
+        return client ? std::shared_ptr<boost::asio::ssl::context>(client, client->context.get()) : nullptr;
+      }()),
       parser_(cfg_.limits) {}
 
 blocking_connection::~blocking_connection() { close(); }
@@ -227,15 +264,20 @@ error_code blocking_connection::handshake(clock::time_point deadline) {
   // Under TLS 1.3 a refused client certificate is only heard in this first
   // exchange: the server's alert on the first read, or (its alert lost
   // with the close) the connection ended.
-  const bool tls = ssl_ != nullptr;
+  const bool tls13 = ssl_ && ::SSL_version(ssl_) == TLS1_3_VERSION;
   tls_error_ = 0;
+  response replies;
+  // (A failed write or read has closed the session: what it knew is kept here.)
   auto refused_certificate = [&](error_code ec) {
     if (tls_error_ != 0) {
       auto failure = detail::read_tls_failure(nullptr, tls_error_);
       last_failure_ = std::move(failure.why);
       return failure.code;
     }
-    if (tls && certificate_requested_ && clock::now() < deadline) {
+    // The connection ended (not a timeout) before a reply, after the
+    // server asked for a certificate: see refused_certificate_likely.
+    if (tls13 && certificate_requested_ && replies.empty() && clock::now() < deadline &&
+        (ec == error::not_connected || ec == error::outcome_unknown)) {
       auto failure = detail::refused_after_request(!cfg_.tls->cert_file.empty());
       last_failure_ = std::move(failure.why);
       return failure.code;
@@ -244,12 +286,12 @@ error_code blocking_connection::handshake(clock::time_point deadline) {
   };
   bool wrote_any = false;
   if (auto ec = write_all(greeting.commands().payload(), wrote_any)) return refused_certificate(ec);
-  response replies;
   if (auto ec = read_replies(greeting.replies_expected(), replies, deadline)) {
     ec = refused_certificate(ec);
     return ec == error::outcome_unknown && clock::now() >= deadline ? error_code(error::connect_timeout) : ec;
   }
   if (auto ec = greeting.verdict(replies)) return ec;
+  if (ssl_) io_of(::SSL_get_rbio(ssl_)).deadline = clock::time_point::max();  // connected
   // From now on every send and every first read waits the command timeout.
   if (!set_timeout(fd_, SO_SNDTIMEO, cfg_.command_timeout) || !set_timeout(fd_, SO_RCVTIMEO, cfg_.command_timeout))
     return os_error(errno);
@@ -265,7 +307,7 @@ error_code blocking_connection::start_tls(const address& target, clock::time_poi
     last_failure_ = "OpenSSL could not make a TLS session";
     return error::tls_handshake_failed;
   }
-  ::BIO_set_data(bio, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd_)));
+  io_of(bio) = bio_io{fd_, deadline};  // the deadline holds until the Redis handshake is over
   ::SSL_set_bio(ssl_, bio, bio);
   // SSL_write returns after each whole record, so a failed write knows
   // whether a record the server can read has left (see write_all).

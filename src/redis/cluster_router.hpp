@@ -114,7 +114,7 @@ class cluster_router final : public slot_map_view, public std::enable_shared_fro
     return r;
   }
   cluster_router(private_tag, asio::any_io_executor ex, cluster_config cfg)
-      : ex_(std::move(ex)), cfg_(std::move(cfg)), owner_(cluster_slots, no_node), tls_(tls_client::make(cfg_.node.tls)) {
+      : ex_(std::move(ex)), cfg_(std::move(cfg)), owner_(cluster_slots, no_node), tls_(shared_tls_client(cfg_.node.tls)) {
     node_cfg_ = cfg_.node;
     node_cfg_.source.reset();
     node_cfg_.require_master = true;

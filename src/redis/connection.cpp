@@ -54,7 +54,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
         reconnect_timer_(strand_),
         incoming_(cfg_.limits),
         requests_(cfg_.command_timeout),
-        tls_context_(cfg_.tls ? make_tls_context(*cfg_.tls) : nullptr) {}
+        tls_(tls_client_for(cfg_)) {}
 
   asio::any_io_executor executor() const noexcept { return strand_; }
   const config& settings() const noexcept { return cfg_; }
@@ -255,7 +255,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   awaitable<error_code> connect_and_handshake(const server_address& address) {
     error_code ignored;
     socket_.close(ignored);
-    tls_.reset();
+    session_.reset();
     incoming_.reset();
 
     // A watchdog closes the socket when the connect timeout passes; the
@@ -279,16 +279,18 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
     std::string why;
     error_code ec = co_await connect_socket(address);
-    if (!ec && !stopping_ && tls_context_) ec = co_await tls_handshake(address, why);
+    if (!ec && !stopping_ && tls_) ec = co_await tls_handshake(address, why);
     if (!ec && !stopping_) {
-      ec = co_await run_handshake();
+      bool heard = false;
+      ec = co_await run_handshake(heard);
       // Under TLS 1.3 a refused client certificate is only heard here: the
       // server's alert on the first read, or (its alert lost with the
-      // close) the connection ended.
-      if (tls_ && ec.category() == asio::error::get_ssl_category()) {
+      // close) the connection ended before a byte of reply came.
+      if (session_ && ec.category() == asio::error::get_ssl_category()) {
         ec = tls_failed(ec, why);
-      } else if (tls_ && certificate_requested_ && ec && !stopping_ && !state->timed_out) {
-        auto failure = refused_after_request(!cfg_.tls->cert_file.empty());
+      } else if (session_ && !heard && !stopping_ && !state->timed_out &&
+                 refused_certificate_likely(session_->native_handle(), certificate_requested_, ec)) {
+        auto failure = refused_after_request(!tls_->settings.cert_file.empty());
         why = std::move(failure.why);
         ec = failure.code;
       }
@@ -308,14 +310,15 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // earlier connection), and its handshake; `why` gets OpenSSL's words
   // when it fails.
   awaitable<error_code> tls_handshake(const server_address& address, std::string& why) {
-    tls_.emplace(socket_, *tls_context_);
-    watch_certificate_request(tls_->native_handle(), &certificate_requested_);
-    if (!prepare_tls_session(tls_->native_handle(), *cfg_.tls, address.host)) {
-      why = "OpenSSL refused the server name \"" + (cfg_.tls->server_name.empty() ? address.host : cfg_.tls->server_name) + "\"";
+    session_.emplace(socket_, *tls_->context);
+    watch_certificate_request(session_->native_handle(), &certificate_requested_);
+    if (!prepare_tls_session(session_->native_handle(), tls_->settings, address.host)) {
+      const auto& name = tls_->settings.server_name.empty() ? address.host : tls_->settings.server_name;
+      why = "OpenSSL refused the server name \"" + name + "\"";
       ::ERR_clear_error();
       co_return error::tls_handshake_failed;
     }
-    auto [ec] = co_await tls_->async_handshake(asio::ssl::stream_base::client, use_tuple);
+    auto [ec] = co_await session_->async_handshake(asio::ssl::stream_base::client, use_tuple);
     if (ec && !stopping_ && (is_tls_layer_error(ec) || ec == asio::error::eof)) ec = tls_failed(ec, why);
     co_return ec;
   }
@@ -324,7 +327,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   error_code tls_failed(const error_code& ec, std::string& why) {
     const unsigned long packed =
         ec.category() == asio::error::get_ssl_category() ? static_cast<unsigned long>(ec.value()) : 0;
-    auto failure = read_tls_failure(tls_->native_handle(), packed);
+    auto failure = read_tls_failure(session_->native_handle(), packed);
     why = std::move(failure.why);
     return failure.code;
   }
@@ -333,11 +336,13 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     return open_and_connect(socket_, resolver_, address, stopping_);
   }
 
-  awaitable<error_code> run_handshake() {
+  // `heard`: a byte of reply came.
+  awaitable<error_code> run_handshake(bool& heard) {
     const handshake greeting(cfg_);
     response replies;
-    auto ec = tls_ ? co_await write_and_read(*tls_, incoming_, greeting.commands(), replies)
-                   : co_await write_and_read(socket_, incoming_, greeting.commands(), replies);
+    auto ec = session_ ? co_await write_and_read(*session_, incoming_, greeting.commands(), replies)
+                       : co_await write_and_read(socket_, incoming_, greeting.commands(), replies);
+    heard = !replies.empty() || incoming_.buffered() > 0;
     if (ec) co_return ec;
     co_return greeting.verdict(replies);
   }
@@ -345,10 +350,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // The connection's reads and writes: through the TLS session when there
   // is one, else on the socket.
   auto read_some(asio::mutable_buffer into) {
-    return tls_ ? tls_->async_read_some(into, use_tuple) : socket_.async_read_some(into, use_tuple);
+    return session_ ? session_->async_read_some(into, use_tuple) : socket_.async_read_some(into, use_tuple);
   }
   auto write_all(asio::const_buffer from) {
-    return tls_ ? asio::async_write(*tls_, from, use_tuple) : asio::async_write(socket_, from, use_tuple);
+    return session_ ? asio::async_write(*session_, from, use_tuple) : asio::async_write(socket_, from, use_tuple);
   }
 
   awaitable<void> read_loop() {
@@ -472,10 +477,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   clock::time_point last_byte_at_{};  // for the health check
   std::atomic<std::size_t> connects_{0}, writes_{0}, commands_written_{0};
 
-  // TLS: the settings' context (null: plain text), and the session of the
+  // TLS: the settings' client (null: plain text), and the session of the
   // current connection over socket_, made anew for each connect.
-  std::shared_ptr<asio::ssl::context> tls_context_;
-  std::optional<asio::ssl::stream<socket_type&>> tls_;
+  std::shared_ptr<const tls_client> tls_;
+  std::optional<asio::ssl::stream<socket_type&>> session_;
   bool certificate_requested_ = false;  // the session's server asked for a client certificate
   mutable std::mutex failure_mutex_;
   std::string last_failure_;  // see connection::last_connect_failure

@@ -31,6 +31,9 @@ class reply_stream {
     return res;
   }
 
+  // Bytes that arrived and were not yet taken as replies.
+  std::size_t buffered() const noexcept { return buffer_.size() - parsed_; }
+
   // For a new connection: no partial reply, no error, no bytes.
   void reset() noexcept {
     parser_.reset();

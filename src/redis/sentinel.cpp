@@ -49,7 +49,7 @@ class sentinel_source final : public address_source, public std::enable_shared_f
         password_(cfg.sentinel_password),
         limit_(cfg.master.connect_timeout),
         limits_(cfg.master.limits),
-        tls_(tls_client::make(cfg.sentinel_tls)) {}
+        tls_(shared_tls_client(cfg.sentinel_tls)) {}
 
   void async_find(asio::any_io_executor ex, std::function<void(error_code, address)> done) override {
     asio::co_spawn(ex, find(shared_from_this()),
@@ -96,8 +96,10 @@ class sentinel_source final : public address_source, public std::enable_shared_f
     push_auth(req, self->user_, self->password_);
     req.push("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self->name_);
     bool unknown = false, refused_auth = false, reached = false;
+    error_code tls_failure;  // the last sentinel's TLS failure, if any
     for (const auto& sentinel : self->sentinels()) {
       auto [ec, replies] = co_await ask_once(sentinel, req, self->limit_, self->limits_, self->tls_);
+      if (is_tls_error(ec)) tls_failure = ec;
       if (ec || replies.size() != req.size()) continue;
       // AUTH refused, or a sentinel that wants a password we do not have.
       if ((!self->password_.empty() && replies.front().is_error()) || refuses_auth(replies.back())) {
@@ -119,6 +121,8 @@ class sentinel_source final : public address_source, public std::enable_shared_f
     }
     if (unknown) co_return std::pair{error_code(error::unknown_master), address{}};
     if (refused_auth && !reached) co_return std::pair{error_code(error::auth_failed), address{}};
+    // No sentinel reached, and TLS said why: that is the thing to fix.
+    if (tls_failure && !reached) co_return std::pair{tls_failure, address{}};
     co_return std::pair{error_code(error::no_sentinel), address{}};
   }
 

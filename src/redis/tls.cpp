@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <system_error>
+#include <vector>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/error.hpp>
@@ -95,6 +97,9 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const tls_settings& s) {
   } else if (::SSL_CTX_set_default_verify_paths(native) != 1) {
     refuse("cannot load the system's CA certificates: " + openssl_reasons());
   }
+  // An encrypted key would make OpenSSL ask for its passphrase on the
+  // terminal, inside a constructor: refuse it instead.
+  ::SSL_CTX_set_default_passwd_cb(native, [](char*, int, int, void*) { return 0; });
   if (!s.cert_file.empty()) {
     if (::SSL_CTX_use_certificate_chain_file(native, s.cert_file.c_str()) != 1)
       refuse("cannot use cert_file \"" + s.cert_file + "\": " + openssl_reasons());
@@ -107,6 +112,34 @@ std::shared_ptr<asio::ssl::context> make_tls_context(const tls_settings& s) {
   }
   ::SSL_CTX_set_verify(native, s.insecure_no_verify_for_tests_only ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
   return ctx;
+}
+
+namespace {
+
+bool same(const tls_settings& a, const tls_settings& b) {
+  return a.ca_file == b.ca_file && a.ca_dir == b.ca_dir && a.cert_file == b.cert_file && a.key_file == b.key_file &&
+         a.server_name == b.server_name && a.insecure_no_verify_for_tests_only == b.insecure_no_verify_for_tests_only;
+}
+
+}  // namespace
+
+std::shared_ptr<const tls_client> shared_tls_client(const std::optional<tls_settings>& settings) {
+  if (!settings) return nullptr;
+  static std::mutex m;
+  static std::vector<std::weak_ptr<const tls_client>> made;
+  std::lock_guard g(m);
+  std::erase_if(made, [](const auto& w) { return w.expired(); });
+  for (const auto& w : made)
+    if (auto c = w.lock(); c && same(c->settings, *settings)) return c;
+  auto c = std::make_shared<const tls_client>(tls_client{*settings, make_tls_context(*settings)});
+  made.push_back(c);
+  return c;
+}
+
+std::shared_ptr<const tls_client> tls_client_for(const config& cfg) {
+  if (cfg.tls && cfg.kind == config::transport::unix_socket && !cfg.source)
+    refuse("TLS over a unix socket is not supported (use a redis:// or unix:// URL without TLS)");
+  return shared_tls_client(cfg.tls);
 }
 
 bool prepare_tls_session(SSL* ssl, const tls_settings& s, const std::string& host) {
@@ -124,7 +157,9 @@ bool prepare_tls_session(SSL* ssl, const tls_settings& s, const std::string& hos
 }
 
 tls_failure read_tls_failure(SSL* ssl, unsigned long openssl_error) {
-  const long verify = ssl ? ::SSL_get_verify_result(ssl) : X509_V_OK;
+  // (With verification off, OpenSSL still records what it would have found.)
+  const long verify =
+      ssl && ::SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE ? ::SSL_get_verify_result(ssl) : X509_V_OK;
   const int reason = ERR_GET_REASON(openssl_error);
   std::string why;
   if (openssl_error != 0) {
@@ -158,6 +193,13 @@ tls_failure refused_after_request(bool has_certificate) {
           has_certificate ? "the server asked for this client's certificate, then closed the connection"
                           : "the server asked for a client certificate, this client has none (cert_file), and the "
                             "server closed the connection"};
+}
+
+bool refused_certificate_likely(SSL* ssl, bool requested, const boost::system::error_code& ec) {
+  if (!requested || !ssl || ::SSL_version(ssl) != TLS1_3_VERSION) return false;
+  namespace aerr = asio::error;
+  return ec == aerr::eof || ec == aerr::connection_reset || ec == aerr::broken_pipe ||
+         ec == asio::ssl::error::stream_truncated;
 }
 
 bool is_tls_layer_error(const boost::system::error_code& ec) {

@@ -22,18 +22,24 @@ namespace dlock::redis::detail {
 // when one cannot be read or used.
 std::shared_ptr<boost::asio::ssl::context> make_tls_context(const tls_settings& settings);
 
-// A config's TLS, ready for connections: the settings, and the OpenSSL
-// context made from them once (shared by every connection that uses it).
+// TLS settings, ready for connections: the settings, and the OpenSSL
+// context made from them.
 struct tls_client {
   tls_settings settings;
   std::shared_ptr<boost::asio::ssl::context> context;
-
-  // Null without settings; throws as make_tls_context.
-  static std::shared_ptr<const tls_client> make(const std::optional<tls_settings>& settings) {
-    if (!settings) return nullptr;
-    return std::make_shared<const tls_client>(tls_client{*settings, make_tls_context(*settings)});
-  }
 };
+
+// The client for `settings` (null without): one per distinct settings in
+// the process for as long as a connection holds it, so that connections
+// made later (a blocking pool's, an acknowledgement lane's, a cluster node's
+// found by a MOVED reply, a reconnect) neither read the files again nor
+// fail on them midway; only the first, made when a backend is constructed,
+// reads them. Throws as make_tls_context.
+std::shared_ptr<const tls_client> shared_tls_client(const std::optional<tls_settings>& settings);
+
+// As above for a connection's settings; TLS over a unix socket is refused
+// (std::system_error, invalid_argument).
+std::shared_ptr<const tls_client> tls_client_for(const config& cfg);
 
 // Sets up a fresh session (one per connect) to `host`: SNI when the name is
 // a host name, and the name the certificate must carry (SSL_set1_host for a
@@ -56,6 +62,14 @@ tls_failure read_tls_failure(SSL* ssl, unsigned long openssl_error);
 // Sets `*requested` when the server asks this client for a certificate
 // during the handshake of `ssl` (it must outlive the session).
 void watch_certificate_request(SSL* ssl, bool* requested);
+
+// Whether `ec`, the end of the first exchange after the handshake of
+// `ssl` (before a byte of reply came), is most likely the server's refusal
+// of this client's certificate: a TLS 1.3 session whose server asked for
+// one (`requested`), ended by the server (end of stream, reset, broken
+// pipe, a truncated TLS stream). Anything else (a Redis error, a timeout,
+// a verdict on the replies) keeps its own meaning.
+bool refused_certificate_likely(SSL* ssl, bool requested, const boost::system::error_code& ec);
 
 // A connection lost at the first exchange after a handshake in which the
 // server asked for a client certificate: the server refused the

@@ -69,6 +69,9 @@ TEMPLATE_LIST_TEST_CASE("every combination works over mutual TLS", "[tls]", dloc
 
 namespace {
 
+template <class Backend>
+using HashOn = dlock::Lock<Backend, dlock::ownership::ReentrantHash, dlock::renewal::Watchdog, dlock::wait::PubSub>;
+
 // A lock taken on `a` keeps `b` out, and `b` gets it once it is released.
 template <class L, class Backend>
 void hold_and_hand_over(Backend& a, Backend& b, const std::string& name) {
@@ -90,9 +93,15 @@ TEST_CASE("a Sentinel deployment over TLS: sentinels, master and replica, throug
   auto cfg = dlock::redis::parse_sentinel_url(d.url());
   REQUIRE(cfg.sentinel_tls);
   REQUIRE(cfg.master.tls);
+  {
+    // Sentinels whose certificate is not trusted: the reason, not "no sentinel".
+    auto untrusted = cfg;
+    untrusted.sentinel_tls->ca_file = files()->other_ca();
+    CHECK(dlock::test::thrown_by([&] { dlock::SentinelBackend s(untrusted); }) ==
+          dlock::error::tls_certificate_rejected);
+  }
   dlock::SentinelBackend a(cfg), b(cfg);
-  using Hash = dlock::Lock<dlock::SentinelBackend, dlock::ownership::ReentrantHash, dlock::renewal::Watchdog,
-                           dlock::wait::PubSub>;
+  using Hash = HashOn<dlock::SentinelBackend>;
   using Token = dlock::Lock<dlock::SentinelBackend, dlock::ownership::Token, dlock::renewal::Watchdog,
                             dlock::wait::Spin>;
   hold_and_hand_over<Hash>(a, b, "tls:sentinel:hash");
@@ -119,9 +128,15 @@ TEST_CASE("a Redis Cluster over TLS: the slot map, each master, sharded pub/sub"
   INFO(cluster.url());
   auto cfg = dlock::redis::parse_cluster_url(cluster.url());
   REQUIRE(cfg.node.tls);
+  {
+    // Nodes whose certificate is not for the name checked.
+    auto elsewhere = cfg;
+    elsewhere.node.tls->server_name = "elsewhere.example";
+    CHECK(dlock::test::thrown_by([&] { dlock::ClusterBackend c(elsewhere); }) ==
+          dlock::error::tls_hostname_mismatch);
+  }
   dlock::ClusterBackend a(cfg), b(cfg);
-  using Hash = dlock::Lock<dlock::ClusterBackend, dlock::ownership::ReentrantHash, dlock::renewal::Watchdog,
-                           dlock::wait::PubSub>;
+  using Hash = HashOn<dlock::ClusterBackend>;
   using Queue = dlock::Lock<dlock::ClusterBackend, dlock::ownership::Queue, dlock::renewal::Watchdog,
                             dlock::wait::HandOff>;
   // Names until each master has served one.

@@ -6,7 +6,11 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <thread>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -225,6 +229,70 @@ TEST_CASE("TLS to a port that does not speak it fails within the connect timeout
   }
 }
 
+TEST_CASE("under mutual TLS, a Redis refusal keeps its own error", "[tls]") {
+  // The server asks every client for a certificate: a connection that then
+  // fails for another reason must not read as a refused certificate.
+  dlock::test::server_options opts;
+  opts.tls = files();
+  opts.tls_auth_clients = "yes";
+  opts.password = "right";
+  redis_server server(opts);
+  auto cfg = with_client_certificate(tls_config(server));
+  cfg.password = "wrong";
+  CHECK(backend_refusal(cfg).code == dlock::error::auth_failed);
+  CHECK(blocking_refusal(cfg) == dlock::error::auth_failed);
+  cfg.password = "right";
+  cfg.database = 100000;
+  CHECK(backend_refusal(cfg).code == dlock::error::select_failed);
+}
+
+TEST_CASE("the TLS files are read once: connections made later use what was read", "[tls]") {
+  auto server = tls_server();
+  auto cfg = tls_config(server);
+  const std::string ca = files()->dir() + "/ca-copy.crt";
+  std::filesystem::copy_file(files()->ca(), ca, std::filesystem::copy_options::overwrite_existing);
+  cfg.tls->ca_file = ca;
+  dlock::RedisBackend backend(cfg);
+  std::filesystem::remove(ca);  // rotated away, say
+  // The blocking pool's first connection, and a reconnect, come after.
+  CHECK(backend.command(request().push("PING")).str == "PONG");
+  backend.connection().drop_connection();
+  CHECK(dlock::test::shared_command(backend, request().push("PING")).str == "PONG");
+  // Another backend with the same settings, while this one lives, too.
+  dlock::RedisBackend second(cfg);
+  CHECK(second.command(request().push("PING")).str == "PONG");
+}
+
+TEST_CASE("a server that trickles its TLS handshake is cut off at the connect timeout", "[tls]") {
+  std::uint16_t port = 0;
+  auto listener = dlock::test::detail::listen_on_loopback(port);
+  std::atomic<bool> done{false};
+  std::thread trickler([&] {
+    // A TLS record header announcing 16 KiB, then one byte every 100 ms:
+    // each receive gets a byte well within any socket timeout.
+    const std::string header("\x16\x03\x03\x40\x00", 5);
+    std::vector<dlock::test::detail::unique_fd> clients;
+    while (!done) {
+      int fd = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        clients.emplace_back(fd);
+        (void)::send(fd, header.data(), header.size(), MSG_NOSIGNAL);
+      }
+      for (auto& c : clients) (void)::send(c.get(), "A", 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  auto cfg = parse_url("rediss://127.0.0.1:" + std::to_string(port) + "?ca_file=" + files()->ca());
+  cfg.connect_timeout = scaled(600ms);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(blocking_refusal(cfg) == dlock::error::connect_timeout);
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took < cfg.connect_timeout + scaled(1s));
+  CHECK(backend_refusal(cfg).code == dlock::error::connect_timeout);
+  done = true;
+  trickler.join();
+}
+
 TEST_CASE("TLS settings that cannot be used are refused by name before anything connects", "[tls]") {
   auto cfg = parse_url("rediss://127.0.0.1:1");
   SECTION("a CA file that is not there") {
@@ -249,6 +317,19 @@ TEST_CASE("TLS settings that cannot be used are refused by name before anything 
       CHECK_THAT(e.what(), Catch::Contains("key_file \"" + files()->server().key + "\"") &&
                                Catch::Contains("key values mismatch"));
     }
+  }
+  SECTION("an encrypted key: refused, never a passphrase prompt") {
+    const std::string encrypted = files()->dir() + "/encrypted.key";
+    dlock::test::run_program({"openssl", "pkey", "-in", files()->client().key, "-aes256", "-passout", "pass:secret",
+                              "-out", encrypted});
+    cfg.tls->cert_file = files()->client().cert;
+    cfg.tls->key_file = encrypted;
+    CHECK_THROWS_WITH(dlock::RedisBackend(cfg), Catch::Contains("cannot use key_file"));
+  }
+  SECTION("TLS over a unix socket") {
+    auto unix_cfg = parse_url("unix:///tmp/dlock-no-such.sock");
+    unix_cfg.tls.emplace();
+    CHECK_THROWS_WITH(dlock::RedisBackend(unix_cfg), Catch::Contains("unix socket"));
   }
   SECTION("a file that is not a certificate") {
     cfg.tls->ca_file = files()->client().key;
