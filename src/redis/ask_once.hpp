@@ -5,17 +5,17 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/this_coro.hpp>
 
 #include <dlock/redis/config.hpp>
 
 #include "socket_connect.hpp"
-#include "tls.hpp"
+#include "tls_connect.hpp"
 
 namespace dlock::redis::detail {
 
@@ -25,7 +25,6 @@ inline asio::awaitable<std::pair<error_code, response>> exchange(socket_type& so
                                                                 asio::ip::tcp::resolver& resolver, const address& to,
                                                                 const request& req, parser_limits limits,
                                                                 const tls_client* tls) {
-  constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
   const bool never = false;
   if (auto ec = co_await open_and_connect(socket, resolver, to, never)) co_return std::pair{ec, response{}};
   reply_stream incoming(limits);
@@ -34,16 +33,11 @@ inline asio::awaitable<std::pair<error_code, response>> exchange(socket_type& so
     auto ec = co_await write_and_read(socket, incoming, req, replies);
     co_return std::pair{ec, std::move(replies)};
   }
-  asio::ssl::stream<socket_type&> session(socket, *tls->context);
-  if (!prepare_tls_session(session.native_handle(), tls->settings, to.host))
-    co_return std::pair{error_code(error::tls_handshake_failed), response{}};
-  auto [hec] = co_await session.async_handshake(asio::ssl::stream_base::client, use_tuple);
-  error_code ec = hec;
-  if (!ec) ec = co_await write_and_read(session, incoming, req, replies);
-  if (ec.category() == asio::error::get_ssl_category() || (hec && (is_tls_layer_error(hec) || hec == asio::error::eof)))
-    ec = read_tls_failure(session.native_handle(),
-                          ec.category() == asio::error::get_ssl_category() ? static_cast<unsigned long>(ec.value()) : 0)
-             .code;
+  std::optional<asio::ssl::stream<socket_type&>> session;
+  std::string why;
+  auto ec = co_await tls_connect(session, socket, *tls, to.host, nullptr, why);
+  if (!ec) ec = co_await write_and_read(*session, incoming, req, replies);
+  if (ec.category() == asio::error::get_ssl_category()) ec = tls_failure_of(session->native_handle(), ec, why);
   co_return std::pair{ec, std::move(replies)};
 }
 

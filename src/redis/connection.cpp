@@ -34,6 +34,7 @@
 #include "run_fsm.hpp"
 #include "socket_connect.hpp"
 #include "tls.hpp"
+#include "tls_connect.hpp"
 
 namespace dlock::redis {
 namespace detail {
@@ -279,7 +280,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     });
     std::string why;
     error_code ec = co_await connect_socket(address);
-    if (!ec && !stopping_ && tls_) ec = co_await tls_handshake(address, why);
+    if (!ec && !stopping_ && tls_)
+      ec = co_await tls_connect(session_, socket_, *tls_, address.host, &certificate_requested_, why);
     if (!ec && !stopping_) {
       bool heard = false;
       ec = co_await run_handshake(heard);
@@ -287,7 +289,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       // server's alert on the first read, or (its alert lost with the
       // close) the connection ended before a byte of reply came.
       if (session_ && ec.category() == asio::error::get_ssl_category()) {
-        ec = tls_failed(ec, why);
+        ec = tls_failure_of(session_->native_handle(), ec, why);
       } else if (session_ && !heard && !stopping_ && !state->timed_out &&
                  refused_certificate_likely(session_->native_handle(), certificate_requested_, ec)) {
         auto failure = refused_after_request(!tls_->settings.cert_file.empty());
@@ -304,32 +306,6 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
       last_failure_ = ec && !state->timed_out ? why : std::string();
     }
     co_return ec;
-  }
-
-  // A new TLS session on the connected socket (never one reused from an
-  // earlier connection), and its handshake; `why` gets OpenSSL's words
-  // when it fails.
-  awaitable<error_code> tls_handshake(const server_address& address, std::string& why) {
-    session_.emplace(socket_, *tls_->context);
-    watch_certificate_request(session_->native_handle(), &certificate_requested_);
-    if (!prepare_tls_session(session_->native_handle(), tls_->settings, address.host)) {
-      const auto& name = tls_->settings.server_name.empty() ? address.host : tls_->settings.server_name;
-      why = "OpenSSL refused the server name \"" + name + "\"";
-      ::ERR_clear_error();
-      co_return error::tls_handshake_failed;
-    }
-    auto [ec] = co_await session_->async_handshake(asio::ssl::stream_base::client, use_tuple);
-    if (ec && !stopping_ && (is_tls_layer_error(ec) || ec == asio::error::eof)) ec = tls_failed(ec, why);
-    co_return ec;
-  }
-
-  // A TLS-layer failure while connecting, as dlock's error.
-  error_code tls_failed(const error_code& ec, std::string& why) {
-    const unsigned long packed =
-        ec.category() == asio::error::get_ssl_category() ? static_cast<unsigned long>(ec.value()) : 0;
-    auto failure = read_tls_failure(session_->native_handle(), packed);
-    why = std::move(failure.why);
-    return failure.code;
   }
 
   awaitable<error_code> connect_socket(const server_address& address) {
