@@ -16,7 +16,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <new>
 #include <system_error>
 #include <optional>
 
@@ -31,6 +30,7 @@
 #include "address_lookup.hpp"
 #include "connect_error.hpp"
 #include "handshake.hpp"
+#include "blocking_socket.hpp"
 #include "tls.hpp"
 
 namespace dlock::redis {
@@ -41,16 +41,8 @@ using std::chrono::milliseconds;
 
 error_code os_error(int e) { return error_code(e, boost::system::system_category()); }
 
-milliseconds left_until(clock::time_point deadline) {
-  return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - clock::now()));
-}
-
-bool set_timeout(int fd, int option, milliseconds ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
-  return ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof tv) == 0;
-}
+using detail::left_until;
+using detail::set_timeout;
 
 // Connects `fd` to `addr` within `deadline`, then leaves it in blocking mode.
 error_code connect_within(int fd, const sockaddr* addr, socklen_t len, clock::time_point deadline) {
@@ -73,82 +65,6 @@ error_code connect_within(int fd, const sockaddr* addr, socklen_t len, clock::ti
   }
   if (::fcntl(fd, F_SETFL, flags) < 0) return os_error(errno);
   return {};
-}
-
-// The TLS session's socket I/O: send() with MSG_NOSIGNAL, where OpenSSL's
-// own socket BIO calls write(), which raises SIGPIPE on a closed connection
-// (and a library must not change how its process handles signals). A
-// timeout (EAGAIN) is a retry, which SSL_get_error reports as
-// SSL_ERROR_WANT_READ or _WANT_WRITE.
-//
-// While connecting, each send and receive also waits no longer than the
-// connect deadline: one OpenSSL call reads a record in as many receives as
-// it takes, and a server that trickles bytes could otherwise keep it past
-// any one socket timeout.
-struct bio_io {
-  int fd = -1;
-  clock::time_point deadline = clock::time_point::max();  // max: none
-};
-
-bio_io& io_of(BIO* b) { return *static_cast<bio_io*>(::BIO_get_data(b)); }
-
-// False (errno EAGAIN) once the connect deadline has passed; else the
-// socket's `option` timeout is at most what is left.
-bool within_deadline(const bio_io& io, int option) {
-  if (io.deadline == clock::time_point::max()) return true;
-  auto now = clock::now();
-  if (now >= io.deadline || !set_timeout(io.fd, option, left_until(io.deadline))) {
-    errno = EAGAIN;
-    return false;
-  }
-  return true;
-}
-
-int bio_write(BIO* b, const char* data, int size) {
-  ::BIO_clear_retry_flags(b);
-  const auto& io = io_of(b);
-  ssize_t n = -1;
-  if (within_deadline(io, SO_SNDTIMEO)) do n = ::send(io.fd, data, static_cast<std::size_t>(size), MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_write(b);
-  return static_cast<int>(n);
-}
-
-int bio_read(BIO* b, char* into, int size) {
-  ::BIO_clear_retry_flags(b);
-  const auto& io = io_of(b);
-  ssize_t n = -1;
-  if (within_deadline(io, SO_RCVTIMEO)) do n = ::recv(io.fd, into, static_cast<std::size_t>(size), 0);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_read(b);
-  return static_cast<int>(n);
-}
-
-long bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
-
-int bio_create(BIO* b) {
-  ::BIO_set_data(b, new (std::nothrow) bio_io);
-  ::BIO_set_init(b, ::BIO_get_data(b) != nullptr);
-  return ::BIO_get_data(b) != nullptr;
-}
-
-int bio_destroy(BIO* b) {
-  delete static_cast<bio_io*>(::BIO_get_data(b));
-  ::BIO_set_data(b, nullptr);
-  return 1;
-}
-
-// Made once, kept for the process's life (OpenSSL keeps no reference of its own).
-const BIO_METHOD* socket_bio_method() {
-  static BIO_METHOD* const method = [] {
-    BIO_METHOD* m = ::BIO_meth_new(::BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "dlock blocking socket");
-    if (m && ::BIO_meth_set_write(m, bio_write) == 1 && ::BIO_meth_set_read(m, bio_read) == 1 &&
-        ::BIO_meth_set_ctrl(m, bio_ctrl) == 1 && ::BIO_meth_set_create(m, bio_create) == 1 &&
-        ::BIO_meth_set_destroy(m, bio_destroy) == 1)
-      return m;
-    throw std::system_error(make_error_code(error::invalid_argument), "OpenSSL refused a BIO method");
-  }();
-  return method;
 }
 
 }  // namespace
@@ -291,7 +207,7 @@ error_code blocking_connection::handshake(clock::time_point deadline) {
     return ec == error::outcome_unknown && clock::now() >= deadline ? error_code(error::connect_timeout) : ec;
   }
   if (auto ec = greeting.verdict(replies)) return ec;
-  if (ssl_) io_of(::SSL_get_rbio(ssl_)).deadline = clock::time_point::max();  // connected
+  if (ssl_) detail::lift_connect_deadline(ssl_);  // connected
   // From now on every send and every first read waits the command timeout.
   if (!set_timeout(fd_, SO_SNDTIMEO, cfg_.command_timeout) || !set_timeout(fd_, SO_RCVTIMEO, cfg_.command_timeout))
     return os_error(errno);
@@ -302,12 +218,11 @@ error_code blocking_connection::handshake(clock::time_point deadline) {
 error_code blocking_connection::start_tls(const address& target, clock::time_point deadline) {
   ::ERR_clear_error();
   ssl_ = ::SSL_new(tls_context_->native_handle());
-  BIO* bio = ssl_ ? ::BIO_new(socket_bio_method()) : nullptr;
+  BIO* bio = ssl_ ? detail::new_socket_bio(fd_, deadline) : nullptr;  // the deadline holds until connected
   if (!bio) {
     last_failure_ = "OpenSSL could not make a TLS session";
     return error::tls_handshake_failed;
   }
-  io_of(bio) = bio_io{fd_, deadline};  // the deadline holds until the Redis handshake is over
   ::SSL_set_bio(ssl_, bio, bio);
   // SSL_write returns after each whole record, so a failed write knows
   // whether a record the server can read has left (see write_all).
