@@ -108,8 +108,11 @@ class Hold {
   /// or a connection error (not sent; still held, still releasable).
   void release() {
     std::error_code ec;
-    release(ec);
-    if (ec) throw std::system_error(ec, "release of lock '" + lock_name() + "'");
+    std::string server_reply;
+    if (!record_) ec = make_error_code(error::not_owner);
+    else ec = lock_->release_hold_blocking(*this, &server_reply);
+    if (!ec) return;
+    throw std::system_error(ec, detail::with_server_reply("release of lock '" + lock_name() + "'", server_reply));
   }
 
   /// As release(), reporting through `ec`.

@@ -130,8 +130,8 @@ class Lock {
   /// std::system_error: not_acquired (TryOnce only), already_held (this
   /// thread holds a non-reentrant lock), outcome_unknown, connection errors.
   void lock() {
-    auto ec = acquire_blocking(thread_owner(), detail::steady::time_point::max()).first;
-    if (ec) throw std::system_error(ec, "lock '" + name_ + "'");
+    auto r = acquire_blocking(thread_owner(), detail::steady::time_point::max());
+    if (r.ec) throw std::system_error(r.ec, describe("lock", r.server_reply));
   }
 
   /// One try. False when held by someone else; throws on other errors.
@@ -153,9 +153,13 @@ class Lock {
   /// calls it from a destructor): a failure goes to the error handler. Use
   /// unlock(ec) to see it.
   void unlock() noexcept {
-    std::error_code ec;
-    unlock(ec);
-    if (ec) report(ec, "unlock");
+    try {
+      auto r = release_blocking(thread_owner(), nullptr, {}, false);
+      if (r.ec) report(r.ec, "unlock", r.server_reply);
+    } catch (...) {
+      report(make_error_code(error::unexpected_exception),
+             "unlock: " + detail::background_work::describe(std::current_exception()));
+    }
   }
 
   /// As unlock(), reporting not_owner (this thread holds nothing),
@@ -165,15 +169,16 @@ class Lock {
   /// reports what it did, never acting twice (Token: resolved from the key;
   /// ReentrantHash and Queue: from a marker, within their
   /// `release_memory.window`).
-  void unlock(std::error_code& ec) { ec = release_blocking(thread_owner(), nullptr, {}, false).first; }
+  void unlock(std::error_code& ec) { ec = release_blocking(thread_owner(), nullptr, {}, false).ec; }
 
   // ---- handles: owned by the calling thread ------------------------------
 
   /// Waits as lock() does and returns the hold. Throws as lock().
   hold_type acquire() {
     std::error_code ec;
-    auto h = acquire(ec);
-    if (ec) throw std::system_error(ec, "acquire '" + name_ + "'");
+    std::string server_reply;
+    auto h = acquire_hold_blocking(detail::steady::time_point::max(), ec, &server_reply);
+    if (ec) throw std::system_error(ec, describe("acquire", server_reply));
     return std::move(*h);
   }
 
@@ -197,9 +202,10 @@ class Lock {
   template <class Rep, class Period>
   std::optional<hold_type> try_acquire_for(const std::chrono::duration<Rep, Period>& d) {
     std::error_code ec;
-    auto h = try_acquire_for(d, ec);
+    std::string server_reply;
+    auto h = acquire_hold_blocking(detail::deadline_after(d), ec, &server_reply);
     if (ec == error::not_acquired) return std::nullopt;
-    if (ec) throw std::system_error(ec, "acquire '" + name_ + "'");
+    if (ec) throw std::system_error(ec, describe("acquire", server_reply));
     return h;
   }
 
@@ -299,8 +305,23 @@ class Lock {
 
   // The hold's record, with the ownership's own per-hold state if it has one.
   using record_type = detail::record_t<OwnershipT>;
-  using acquire_result = std::pair<error_code, std::shared_ptr<detail::hold_record>>;
-  using release_result = std::pair<error_code, std::string>;  // and the id to retry with
+  // What an operation ended with: its error and, with server_error, the
+  // server's own words (an ACL refusal, a script's error) for the message.
+  struct acquire_result {
+    error_code ec;
+    std::shared_ptr<detail::hold_record> rec;
+    std::string server_reply;
+  };
+  struct release_result {
+    error_code ec;
+    std::string retry_id;  // when the release may be retried: the id to retry with
+    std::string server_reply;
+  };
+
+  // "acquire 'name'", with the server's words when it gave some.
+  std::string describe(std::string_view what, const std::string& server_reply) const {
+    return detail::with_server_reply(std::string(what) + " '" + name_ + "'", server_reply);
+  }
 
   // One owner of this lock object: its hold (if any) and the gate its
   // acquire tries and releases pass one at a time.
@@ -405,7 +426,10 @@ class Lock {
 
   // ---- blocking glue --------------------------------------------------------
 
-  std::optional<hold_type> acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec);
+  // `server_reply`, when given, receives the server's words behind a
+  // server_error.
+  std::optional<hold_type> acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec,
+                                                 std::string* server_reply = nullptr);
 
   void check_blocking_allowed() const;
 
@@ -421,14 +445,15 @@ class Lock {
   release_result release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec, std::string id,
                              bool abandon);
 
-  error_code release_hold_blocking(hold_type& hold);
+  error_code release_hold_blocking(hold_type& hold, std::string* server_reply = nullptr);
 
   // ~Hold: blocking from an ordinary thread; in the background for async
   // holds and on threads that run the backend's executor.
   void release_abandoned(std::string key, bool async, std::shared_ptr<detail::hold_record> rec,
                                std::string id) noexcept;
 
-  void report(std::error_code ec, const std::string& what) noexcept;
+  // `server_reply`: the server's words behind a server_error, if any.
+  void report(std::error_code ec, const std::string& what, const std::string& server_reply = {}) noexcept;
 
   BackendT& backend_;
   std::string name_;

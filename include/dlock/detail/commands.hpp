@@ -120,6 +120,20 @@ asio::awaitable<std::pair<error_code, redis::value>> acknowledged_eval(B& backen
   co_return redis::detail::single_reply(ec, r);
 }
 
+/// Notes on `rec` the server's own words when a command's error `ec` is
+/// server_error (its error reply `v`): the lock puts them in its error
+/// message, where an ACL refusal ("NOPERM ...") says what was refused.
+inline void note(hold_record& rec, const error_code& ec, const redis::value& v) {
+  if (ec == error::server_error && v.is_error()) rec.server_reply = v.str;
+}
+
+/// server_error for the error reply `reply` (one of a pipeline's), noting
+/// the server's words on `rec` as note() does.
+inline error_code refused(hold_record& rec, const redis::value& reply) {
+  rec.server_reply = reply.str;
+  return make_error_code(error::server_error);
+}
+
 /// The integer a reply carries, or nullopt when it is of another type (a
 /// reply a policy does not expect is never read as a verdict).
 inline std::optional<std::int64_t> integer_of(const redis::value& v) {

@@ -55,6 +55,11 @@ struct hold_record {
   /// on: set by the acquire that won, before the hold is handed out, and
   /// not changed after.
   std::optional<std::uint64_t> fence;
+  /// The server's own words behind the last server_error an ownership
+  /// operation on this hold returned (an ACL refusal, a script's error), for
+  /// the lock's error message. Written by the ownership (detail::noted),
+  /// cleared and read by the lock, all inside the owner's gate.
+  std::string server_reply;
 
   /// Records that a command which set the lease to `lease`, sent at `sent`,
   /// was confirmed by the server: the key cannot expire before sent + lease
@@ -163,6 +168,14 @@ struct hold_record {
   std::vector<std::function<void()>> on_lost_;
   std::stop_source stop_;
 };
+
+/// `what`, followed by the server's words behind a server_error when it gave
+/// some (at most 512 bytes of them): what a thrown error or a lock's error
+/// handler is told.
+inline std::string with_server_reply(std::string what, const std::string& server_reply) {
+  if (!server_reply.empty()) what += " (Redis replied: " + server_reply.substr(0, 512) + ")";
+  return what;
+}
 
 /// A hold record with an ownership's own per-hold state beside the shared
 /// part (ownership::Queue's place in the line; a fencing token or a

@@ -29,19 +29,21 @@ T Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_blocking(asio::awaitable<T> o
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec)
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec,
+                                                                    std::string* server_reply)
     -> std::optional<hold_type> {
   auto owner = thread_owner();
-  auto [aec, rec] = acquire_blocking(owner, deadline);
-  ec = aec;
+  auto r = acquire_blocking(owner, deadline);
+  ec = r.ec;
+  if (server_reply) *server_reply = std::move(r.server_reply);
   if (ec) return std::nullopt;
-  return hold_type(this, std::move(owner), false, std::move(rec));
+  return hold_type(this, std::move(owner), false, std::move(r.rec));
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec,
                                                  std::string id, bool abandon) -> release_result {
-  if (backend_.on_io_thread()) return release_result{error::would_deadlock, std::move(id)};
+  if (backend_.on_io_thread()) return release_result{error::would_deadlock, std::move(id), {}};
   return run_blocking(release_op(key, std::move(rec), std::move(id), abandon));
 }
 
@@ -53,14 +55,15 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_abandoned(std::string 
     if (async || backend_.on_io_thread()) {
       auto task = [](Lock* self, std::string key, std::shared_ptr<detail::hold_record> rec,
                      std::string id) -> asio::awaitable<void> {
-        auto [ec, retry_id] = co_await self->release_op(std::move(key), std::move(rec), std::move(id), true);
-        if (ec) self->report(ec, "release in ~Hold");
+        auto r = co_await self->release_op(std::move(key), std::move(rec), std::move(id), true);
+        if (r.ec) self->report(r.ec, "release in ~Hold", r.server_reply);
       };
       background_.spawn(backend_.get_executor(), task(this, std::move(key), std::move(rec), std::move(id)),
                         "release in ~Hold");
       return;
     }
-    if (auto ec = release_blocking(key, std::move(rec), std::move(id), true).first) report(ec, "release in ~Hold");
+    auto r = release_blocking(key, std::move(rec), std::move(id), true);
+    if (r.ec) report(r.ec, "release in ~Hold", r.server_reply);
   } catch (...) {
     report(make_error_code(error::unexpected_exception),
            "release in ~Hold: " + detail::background_work::describe(std::current_exception()));
@@ -75,17 +78,18 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::check_blocking_allowed() const
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_lock_until_steady(detail::steady::time_point deadline) {
-  auto ec = acquire_blocking(thread_owner(), deadline).first;
-  if (ec == error::not_acquired) return false;
-  if (ec) throw std::system_error(ec, "try_lock '" + name_ + "'");
+  auto r = acquire_blocking(thread_owner(), deadline);
+  if (r.ec == error::not_acquired) return false;
+  if (r.ec) throw std::system_error(r.ec, describe("try_lock", r.server_reply));
   return true;
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold_blocking(hold_type& hold) {
-  auto [ec, id] = release_blocking(hold.owner_key_, hold.record_, hold.release_id_, false);
-  settle(hold, ec, std::move(id));
-  return ec;
+error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold_blocking(hold_type& hold, std::string* server_reply) {
+  auto r = release_blocking(hold.owner_key_, hold.record_, hold.release_id_, false);
+  settle(hold, r.ec, std::move(r.retry_id));
+  if (server_reply) *server_reply = std::move(r.server_reply);
+  return r.ec;
 }
 
 }  // namespace dlock

@@ -73,9 +73,9 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
       continue;
     }
     while (held_count(entry) > 0) {
-      auto ec = release_blocking(key, nullptr, {}, /*abandon=*/true).first;
-      if (ec) {
-        report(ec, "release in ~Lock");
+      auto r = release_blocking(key, nullptr, {}, /*abandon=*/true);
+      if (r.ec) {
+        report(r.ec, "release in ~Lock", r.server_reply);
         break;
       }
     }
@@ -119,9 +119,10 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       if (first) entry->pending_release.clear();
     }
     if (first) keeper_.start(rec, ownership_);
-    return acquire_result{error_code{}, rec};
+    return acquire_result{error_code{}, rec, {}};
   };
   error_code ended;  // set when the acquire ends without the lock
+  std::string server_reply;  // with `ended`, when the server said why
   bool unacknowledged = false;  // a try won, but too few replicas acknowledged it
   for (;;) {
     attempt at;
@@ -158,14 +159,17 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         auto [ec, won] = co_await try_once(*rec);
         if (ec) {
           ended = ec;
+          server_reply = std::move(rec->server_reply);
           break;
         }
         at = won;
       }
       if (at.acquired && settling()) {
+        rec->server_reply.clear();
         auto [settle_ec, kept] = co_await settle_win(*rec);
         if (settle_ec) {
           ended = settle_ec;
+          server_reply = std::move(rec->server_reply);
           break;
         }
         if (!kept) {
@@ -211,17 +215,21 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
     if (co_await steps.leave(fresh, background_)) {
       if (ended == asio::error::operation_aborted || ended == error::already_held) {
         auto given = co_await give_back(*fresh);
-        if (ended == error::already_held) given.first = ended;
+        if (ended == error::already_held) given.ec = ended;
         co_return given;
       }
       // A grant that came before the waiter could leave: settled as any win.
       if (!settling()) co_return take(fresh);
+      fresh->server_reply.clear();
       auto [settle_ec, kept] = co_await settle_win(*fresh);
       if (kept) co_return take(fresh);
-      if (settle_ec) ended = settle_ec;
+      if (settle_ec) {
+        ended = settle_ec;
+        server_reply = std::move(fresh->server_reply);
+      }
     }
   }
-  co_return acquire_result{ended, nullptr};
+  co_return acquire_result{ended, nullptr, std::move(server_reply)};
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -231,6 +239,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_once(record_type& rec) {
   rec.attempt_id = detail::unique_id();
+  rec.server_reply.clear();
   {
     // A record not held yet starts without a token (a win given back
     // before this try left one).
@@ -262,9 +271,9 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold(std::string owner
   if (owner_id.empty() || owner_id.size() > max_name_length)
     co_return std::tuple<error_code, hold_type>{error::invalid_argument, hold_type{}};
   auto key = owner_key(owner_id, true);
-  auto [ec, rec] = co_await acquire_op(key, deadline);
-  if (ec) co_return std::tuple<error_code, hold_type>{ec, hold_type{}};
-  co_return std::tuple<error_code, hold_type>{error_code{}, hold_type(this, std::move(key), true, std::move(rec))};
+  auto r = co_await acquire_op(key, deadline);
+  if (r.ec) co_return std::tuple<error_code, hold_type>{r.ec, hold_type{}};
+  co_return std::tuple<error_code, hold_type>{error_code{}, hold_type(this, std::move(key), true, std::move(r.rec))};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -272,7 +281,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
                                                 bool abandon) -> asio::awaitable<release_result> {
   entry_use entry(this, key, false);
   auto gone = [&] {
-    return release_result{hold_rec && hold_rec->lost() ? error::lease_lost : error::not_owner, std::string()};
+    return release_result{hold_rec && hold_rec->lost() ? error::lease_lost : error::not_owner, {}, {}};
   };
   if (!entry) co_return gone();
   co_await entry->gate.enter();
@@ -297,11 +306,13 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
   if (!retry) id = detail::unique_id();
   rec->release_id = id;
   rec->release_retry = retry;
+  rec->server_reply.clear();
   auto [ec, outcome] = co_await ownership_.release(backend_, *rec);
   if (ec) {
+    auto server_reply = std::move(rec->server_reply);
     if (abandon) {
       drop_one(*entry, rec);
-      co_return release_result{ec, std::string()};
+      co_return release_result{ec, {}, std::move(server_reply)};
     }
     // Not run: still held, so keep it alive, unless an earlier attempt of
     // this release may have run.
@@ -310,7 +321,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
       std::lock_guard g(mutex_);
       entry->pending_release = id;
     }
-    co_return release_result{ec, id};
+    co_return release_result{ec, id, std::move(server_reply)};
   }
   bool lost = outcome == release_outcome::lease_lost || outcome == release_outcome::not_owner;
   bool others_lost = false, ended = false;
@@ -330,7 +341,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
   }
   if (lost || others_lost) retire(rec);  // ends it, and tells its holders
   else if (ended) keeper_.end(rec.get());
-  co_return release_result{lost || signalled ? error_code(error::lease_lost) : error_code{}, std::string()};
+  co_return release_result{lost || signalled ? error_code(error::lease_lost) : error_code{}, {}, {}};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -364,21 +375,24 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::async_release(Lock* lock, hold
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 asio::awaitable<std::tuple<error_code>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold(hold_type& hold) {
-  auto [ec, id] = co_await release_op(hold.owner_key_, hold.record_, hold.release_id_, false);
-  settle(hold, ec, std::move(id));
-  co_return std::tuple<error_code>{ec};
+  auto r = co_await release_op(hold.owner_key_, hold.record_, hold.release_id_, false);
+  settle(hold, r.ec, std::move(r.retry_id));
+  co_return std::tuple<error_code>{r.ec};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-void Lock<BackendT, OwnershipT, RenewalT, WaitT>::report(std::error_code ec, const std::string& what) noexcept {
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::report(std::error_code ec, const std::string& what,
+                                                         const std::string& server_reply) noexcept {
   try {
     std::function<void(std::error_code, const std::string&)> handler;
     {
       std::lock_guard g(mutex_);
       handler = error_handler_;
     }
-    if (handler) handler(ec, what);
-    else std::fprintf(stderr, "dlock: %s of lock '%s' failed: %s\n", what.c_str(), name_.c_str(), ec.message().c_str());
+    if (handler) handler(ec, detail::with_server_reply(what, server_reply));
+    else
+      std::fprintf(stderr, "dlock: %s of lock '%s' failed: %s\n", what.c_str(), name_.c_str(),
+                   detail::with_server_reply(ec.message(), server_reply).c_str());
   } catch (...) {
     std::fprintf(stderr, "dlock: %s of lock '%s' failed, and its error handler threw\n", what.c_str(), name_.c_str());
   }

@@ -11,7 +11,7 @@ template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(record_type& rec) -> asio::awaitable<acquire_result> {
   // Won, but the caller gave up: give it back before completing.
   if (auto ec = co_await release_won(rec)) report(ec, "giving back a cancelled acquire (the lock lapses with its lease)");
-  co_return acquire_result{asio::error::operation_aborted, nullptr};
+  co_return acquire_result{asio::error::operation_aborted, nullptr, {}};
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -46,6 +46,7 @@ asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT
         // Whether it ran is not known, so neither is the token: the lock
         // is given back rather than handed out without one.
         if (auto given = co_await release_won(rec)) report(given, "giving back a hold whose fencing token was lost");
+        detail::note(rec, ec, v);  // the fence's refusal, not the give-back's
         co_return std::pair{ec, false};
       }
       rec.fence = detail::fence_of(v);

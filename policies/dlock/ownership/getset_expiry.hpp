@@ -38,12 +38,14 @@ struct GetSetExpiry : expiry_value {
     auto sent = detail::steady::now();
     std::string expiration = expiration_for(rec);
     auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
     if (won == 1) co_return acquired(rec, std::move(expiration), sent);
     if (won != 0) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
 
     auto [gec, current] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
+    detail::note(rec, gec, current);
     if (gec) co_return std::pair{gec, attempt{}};
     if (!is_time_or_nil(current)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
@@ -53,6 +55,7 @@ struct GetSetExpiry : expiry_value {
     sent = detail::steady::now();
     expiration = expiration_for(rec);
     auto [sec, previous] = co_await detail::command(backend, rec.name, redis::request().push("GETSET", rec.name, expiration));
+    detail::note(rec, sec, previous);
     if (sec) co_return std::pair{sec, attempt{}};
     if (!is_time_or_nil(previous)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (previous.is_null() || parse(previous.str) < wall_clock())
@@ -66,6 +69,7 @@ struct GetSetExpiry : expiry_value {
     if (parse(rec.owner) <= wall_clock())  // our time is up: the key may be someone else's
       co_return std::pair{error_code{}, release_outcome::lease_lost};
     auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    detail::note(rec, ec, v);
     co_return detail::deleted(ec, v);
   }
 

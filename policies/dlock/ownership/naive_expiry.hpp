@@ -46,6 +46,7 @@ struct NaiveExpiry : expiry_value {
     if (ec || won.acquired) co_return std::pair{ec, won};
 
     auto [gec, current] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
+    detail::note(rec, gec, current);
     if (gec) co_return std::pair{gec, attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     if (current.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
@@ -55,6 +56,7 @@ struct NaiveExpiry : expiry_value {
     // another waiter may have done the same in between (the known failure).
     if (between_get_and_del) between_get_and_del();
     auto [dec, deleted] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    detail::note(rec, dec, deleted);
     if (dec) co_return std::pair{dec, attempt{}};
     if (!detail::integer_of(deleted)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     co_return co_await set_if_absent(backend, rec);
@@ -63,6 +65,7 @@ struct NaiveExpiry : expiry_value {
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, detail::hold_record& rec) const {
     auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    detail::note(rec, ec, v);
     co_return detail::deleted(ec, v);
   }
 
@@ -74,6 +77,7 @@ struct NaiveExpiry : expiry_value {
     auto sent = detail::steady::now();
     auto expiration = expiration_for(rec);
     auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
     if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};

@@ -357,6 +357,7 @@ return out
                                   backend.client_id(), detail::fence_arg(fencing)};
     auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(detail::sharded_pubsub(backend)),
                                                         std::move(keys), std::move(args));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     auto verdict = detail::integer_of(v.elements[0]);
@@ -400,6 +401,7 @@ return out
                                   detail::release_memory::retry_flag(rec)};
     auto [ec, v] = co_await detail::eval(backend, release_script(detail::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
+    detail::note(rec, ec, v);
     co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
   }
 
@@ -412,6 +414,7 @@ return out
     std::vector<std::string> args{rec.owner, channel(rec.name)};
     auto [ec, v] = co_await detail::eval(backend, leave_script(detail::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, false};
     auto n = detail::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};

@@ -174,6 +174,7 @@ return 0
     std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl(),
                                   detail::fence_arg(fencing)};
     auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.is_null() && !fencing) {
       rec.confirm(sent);
@@ -201,6 +202,7 @@ return 0
                                   detail::release_channel<ReentrantHash>(backend, rec.name)};
     auto [ec, v] = co_await detail::eval(backend, release_script(detail::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
     switch (detail::integer_of(v).value_or(-1)) {
       case 0: co_return std::pair{error_code{}, release_outcome::still_held};

@@ -51,6 +51,7 @@ struct SetNx {
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               detail::hold_record& rec) const {
     auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, rec.owner));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     auto won = detail::integer_of(v);
     if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
@@ -60,6 +61,7 @@ struct SetNx {
       auto sent = detail::steady::now();
       auto [eec, ev] =
           co_await detail::command(backend, rec.name, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
+      detail::note(rec, eec, ev);
       auto set = detail::integer_of(ev);
       // 0: the key vanished between the two commands (anyone's DEL frees
       // an A1 lock): not ours, try again.
@@ -81,6 +83,7 @@ struct SetNx {
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   detail::hold_record& rec) const {
     auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    detail::note(rec, ec, v);
     co_return detail::deleted(ec, v);
   }
 };

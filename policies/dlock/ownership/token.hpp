@@ -136,7 +136,7 @@ return 0
     auto [ec, r] = co_await detail::acknowledged_exec(backend, rec.name, rec.acks, std::move(req));
     if (ec) co_return std::pair{ec, attempt{}};
     if (r.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
-    if (r[0].is_error()) co_return std::pair{error_code(error::server_error), attempt{}};  // refused: not run
+    if (r[0].is_error()) co_return std::pair{detail::refused(rec, r[0]), attempt{}};  // refused: not run
     if (r[0].type == redis::kind::simple_string && r[0].str == "OK") {
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
@@ -154,6 +154,7 @@ return 0
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), detail::fence_arg(fencing)};
     auto [ec, v] =
         co_await detail::acknowledged_eval(backend, rec.acks, fenced_acquire_script(), std::move(keys), std::move(args));
+    detail::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     auto verdict = detail::integer_of(v.elements[0]);
@@ -179,6 +180,7 @@ return 0
     std::vector<std::string> keys{rec.name};
     std::vector<std::string> args{rec.owner};
     auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
+    detail::note(rec, ec, v);
     auto result = detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
     if (retry && !result.first && result.second == release_outcome::lease_lost && rec.first_release_in_lease)
       result.second = release_outcome::released;
