@@ -1,101 +1,50 @@
-// docs/acl.md's ACL rule, read from that page: every combination works as a
-// user with exactly that rule, and a user missing a permission gets the
-// server's refusal as an error, never "not acquired".
+// docs/acl.md's one-server ACL rule, read from that page: every combination
+// works as a user with exactly that rule, every command it grants is used,
+// and a user missing a permission gets the server's refusal, in its own
+// words, never "not acquired". (test_acl_deployments.cpp: Cluster and
+// Sentinel.)
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <future>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <dlock/combinations.hpp>
-#include <support/redis_server.hpp>
+#include <boost/hana/for_each.hpp>
 
-#include "lock_support.hpp"
+#include <dlock/combinations.hpp>
+
+#include "acl_support.hpp"
 
 using namespace std::chrono_literals;
 using dlock::test::redis_server;
 using dlock::test::scaled;
 using dlock::test::take_within;
+using namespace dlock::test::acl;
 
-namespace {
-
-// The words of the rule in docs/acl.md: the block after its "acl-rule"
-// marker, without "ACL SETUSER".
-std::vector<std::string> documented_rule() {
-  std::ifstream doc(DLOCK_ACL_DOC);
-  REQUIRE(doc);
-  std::string line;
-  while (std::getline(doc, line) && line.find("<!-- acl-rule") == std::string::npos) {
-  }
-  REQUIRE(std::getline(doc, line));
-  REQUIRE(line == "```");
-  std::vector<std::string> words;
-  while (std::getline(doc, line) && line != "```") {
-    std::istringstream in(line);
-    for (std::string w; in >> w;) words.push_back(w);
-  }
-  REQUIRE(words.size() > 3);
-  REQUIRE(words[0] == "ACL");
-  REQUIRE(words[1] == "SETUSER");
-  return {words.begin() + 2, words.end()};
+TEST_CASE("README's ACL rule is docs/acl.md's", "[acl]") {
+  CHECK(documented_rule("server", DLOCK_README) == documented_rule("server"));
 }
 
-std::vector<std::string> without(std::vector<std::string> rule, const std::string& word) {
-  auto it = std::find(rule.begin(), rule.end(), word);
-  REQUIRE(it != rule.end());
-  rule.erase(it);
-  return rule;
-}
-
-// A server with the user "locks" (password "change-me") made by `rule`.
-struct acl_server {
-  redis_server server;
-  explicit acl_server(const std::vector<std::string>& rule) {
-    std::vector<std::string> args{"ACL", "SETUSER"};
-    args.insert(args.end(), rule.begin(), rule.end());
-    REQUIRE(server.command(args) == "OK");
-    REQUIRE(server.command({"ACL", "LOG", "RESET"}) == "OK");
-  }
-  std::string url() const { return "redis://locks:change-me@127.0.0.1:" + std::to_string(server.port()); }
-  // What ACL LOG recorded (empty when nothing was refused).
-  std::string refusals() const { return server.command({"ACL", "LOG"}); }
-};
-
-}  // namespace
-
-TEMPLATE_LIST_TEST_CASE("every combination works as a user with exactly docs/acl.md's rule", "[acl]",
-                        dlock::combinations::all_t<>) {
-  using L = TestType;
-  acl_server redis(documented_rule());
+TEST_CASE("one server: every combination as a user with exactly docs/acl.md's rule, which it uses whole", "[acl]") {
+  const auto rule = documented_rule("server");
+  acl_server redis(rule);
   dlock::RedisBackend a(redis.url()), b(redis.url());
-  for (const std::string name : {"app:orders:1", "app:{orders}:2"}) {
-    INFO(L::combination_name() << " on " << name);
-    try {
-      auto first = dlock::test::make_lock<L>(a, name);
-      auto second = dlock::test::make_lock<L>(b, name);
-      auto hold = first->acquire();
-      CHECK_FALSE(second->try_acquire());
-      // A waiter, served when the hold is released (by its message, for
-      // the waits that listen for one).
-      auto waiter = std::async(std::launch::async, [&] { return take_within(*second, scaled(5s)).has_value(); });
-      std::this_thread::sleep_for(scaled(100ms));
-      hold.release();
-      CHECK(waiter.get());
-    } catch (const std::system_error& e) {
-      FAIL(e.what() << "; ACL LOG: " << redis.refusals());
-    }
+  try {
+    boost::hana::for_each(dlock::combinations::all<>(), [&](auto t) {
+      using L = typename decltype(t)::type;
+      exercise<L>(a, b, {"app:orders:1", "app:{orders}:2"});
+    });
+    exercise_rare_paths(a, b, [&] { REQUIRE(redis.server.command({"SCRIPT", "FLUSH"}) == "OK"); });
+  } catch (const std::system_error& e) {
+    FAIL(e.what() << "; ACL LOG: " << redis.refusals());
   }
   CHECK(redis.refusals() == "");
+  check_every_command_used(rule, {commandstats(redis.server)});
 }
 
 TEST_CASE("a user missing a permission gets the server's refusal, not \"not acquired\"", "[acl]") {
-  const auto rule = documented_rule();
+  const auto rule = documented_rule("server");
   SECTION("a command the ownership sends itself: SET for Token") {
     acl_server redis(without(rule, "+set"));
     dlock::RedisBackend backend(redis.url());
@@ -104,7 +53,9 @@ TEST_CASE("a user missing a permission gets the server's refusal, not \"not acqu
     std::error_code ec;
     CHECK_FALSE(lock.try_acquire(ec));
     CHECK(ec == dlock::error::server_error);
-    CHECK_THROWS_AS(lock.try_acquire(), std::system_error);
+    // The thrown error carries the server's words.
+    CHECK_THROWS_WITH(lock.try_acquire(), Catch::Contains("acquire 'app:token'") &&
+                                              Catch::Contains("NOPERM") && Catch::Contains("'set' command"));
     auto log = redis.refusals();
     CHECK_THAT(log, Catch::Contains("command") && Catch::Contains("set") && Catch::Contains("locks"));
   }
@@ -115,6 +66,7 @@ TEST_CASE("a user missing a permission gets the server's refusal, not \"not acqu
     std::error_code ec;
     CHECK_FALSE(lock.try_acquire(ec));
     CHECK(ec == dlock::error::server_error);
+    CHECK_THROWS_WITH(lock.acquire(), Catch::Contains("The user executing the script can't run this command"));
     auto log = redis.refusals();
     CHECK_THAT(log, Catch::Contains("lua") && Catch::Contains("hset"));
   }
@@ -142,8 +94,17 @@ TEST_CASE("a user missing a permission gets the server's refusal, not \"not acqu
     CHECK(ec == dlock::error::server_error);
     CHECK_THAT(redis.refusals(), Catch::Contains("redisson_lock__channel:{app:hash}"));
     // The holder's release may not publish either: its script stops there.
-    hold.release(ec);
-    CHECK(ec == dlock::error::server_error);
+    CHECK_THROWS_WITH(hold.release(), Catch::Contains("release of lock 'app:hash'") &&
+                                          Catch::Contains("can't publish to the channel"));
+    // Refused, not lost: the hold stays releasable, and the std interface's
+    // unlock() tells its error handler the same words.
+    CHECK(static_cast<bool>(hold));
+    std::string told;
+    dlock::Lock<> third(a, "app:other");
+    third.set_error_handler([&](std::error_code, const std::string& what) { told += what + "\n"; });
+    third.lock();
+    third.unlock();
+    CHECK_THAT(told, Catch::StartsWith("unlock (Redis replied: ") && Catch::Contains("can't publish to the channel"));
   }
   SECTION("a key outside the rule") {
     acl_server redis(rule);
@@ -152,6 +113,9 @@ TEST_CASE("a user missing a permission gets the server's refusal, not \"not acqu
     std::error_code ec;
     CHECK_FALSE(lock.try_acquire(ec));
     CHECK(ec == dlock::error::server_error);
+    CHECK_THROWS_WITH(lock.try_lock(), Catch::Contains("try_lock 'other:hash'") &&
+                                           Catch::Contains("NOPERM") &&
+                                           Catch::Contains("access one of the keys"));
     CHECK_THAT(redis.refusals(), Catch::Contains("key") && Catch::Contains("other:hash"));
   }
 }
