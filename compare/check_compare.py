@@ -239,8 +239,12 @@ def check_cluster(exe, out):
         for side in ("single", "cluster", "cluster_without_replicas"):
             if not (row[side]["samples"] > 0 and row[side]["p50_us"] > 0):
                 fail(f"{row['name']}: no {side} cycles: {row}")
+        # A quick run's contended phase lasts 0.25 s: a spinning lock may go
+        # the whole of it without changing hands on one server (one worker
+        # takes it again and again), and then no hand-off ratio exists.
+        single_handed_off = row["single_contended"]["handoffs_per_s"] > 0
         if not (row["cycle_vs_single"] > 0 and row["without_replicas_vs_single"] > 0
-                and row["handoff_rate_vs_single"] > 0 and row["workers"] == 8):
+                and (row["handoff_rate_vs_single"] > 0 or not single_handed_off) and row["workers"] == 8):
             fail(f"{row['name']}: ratios missing: {row}")
         for side in ("single_contended", "cluster_contended"):
             x = row[side]

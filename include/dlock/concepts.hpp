@@ -315,7 +315,10 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 //   without the lock (inside the owner's gate); true when the lock is held
 //   after all. Work that must outlive the operation (a retried leave) is
 //   spawned on `background`, which the lock object waits for;
-// - `done()`: the acquire is over.
+// - `done()`: the acquire is over;
+// - `server_reply()` -> a string: after `prepare()` or `wait()` failed with
+//   server_error, the server's words (PubSub and HandOff: a refused
+//   SUBSCRIBE), for the lock's error message.
 // A hook whose signature does not match is not called: a waiter that hands
 // off (`W::hands_off`) must have them all, which Lock checks.
 //
@@ -397,6 +400,10 @@ concept waiter_leave = requires(typename W::template waiter<B>& w, const O& o,
 };
 template <class W, class B>
 concept waiter_done = requires(typename W::template waiter<B>& w) { w.done(); };
+template <class W, class B>
+concept waiter_server_reply = requires(const typename W::template waiter<B>& w) {
+  { w.server_reply() } -> std::convertible_to<std::string_view>;
+};
 
 /// A waiter the lock is handed to has every hook.
 template <class W, class B, class O>

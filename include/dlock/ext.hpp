@@ -47,6 +47,9 @@ using detail::exec;     // a pipeline, one reply per command
 // acknowledges writes, what the replicas acknowledged in `acks`.
 using detail::acknowledged_eval;
 using detail::acknowledged_exec;
+// Keeping the server's words of a server_error for the lock's message.
+using detail::note;     // note(rec, ec, reply): after a command or script
+using detail::refused;  // refused(rec, reply): one error reply of a pipeline, as server_error
 
 // Fencing tokens (see dlock::fencing_tokens).
 using detail::fence_arg;  // a fencing setting as a script argument: its idle ms, "0" when off

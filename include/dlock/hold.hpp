@@ -106,24 +106,16 @@ class Hold {
   /// a marker within their `release_memory.window`, while SetNx and the
   /// expiry-value ownerships, having no owner check, send their DEL again),
   /// or a connection error (not sent; still held, still releasable).
+  /// A refusal's message quotes the server (see error::server_error).
   void release() {
     std::error_code ec;
     std::string server_reply;
-    if (!record_) ec = make_error_code(error::not_owner);
-    else ec = lock_->release_hold_blocking(*this, &server_reply);
-    if (!ec) return;
-    throw std::system_error(ec, detail::with_server_reply("release of lock '" + lock_name() + "'", server_reply));
+    release(ec, &server_reply);
+    if (ec) throw std::system_error(ec, detail::with_server_reply("release of lock '" + lock_name() + "'", server_reply));
   }
 
   /// As release(), reporting through `ec`.
-  void release(std::error_code& ec) {
-    ec.clear();
-    if (!record_) {
-      ec = make_error_code(error::not_owner);
-      return;
-    }
-    ec = lock_->release_hold_blocking(*this);
-  }
+  void release(std::error_code& ec) { release(ec, nullptr); }
 
   /// Releases asynchronously. Completion signature: `void(error_code)`, as
   /// release(); an empty hold completes with not_owner. The hold must stay
@@ -141,6 +133,17 @@ class Hold {
  private:
   template <class, class, class, class>
   friend class Lock;
+
+  // `server_reply`, when given, receives the server's words behind a
+  // server_error.
+  void release(std::error_code& ec, std::string* server_reply) {
+    ec.clear();
+    if (!record_) {
+      ec = make_error_code(error::not_owner);
+      return;
+    }
+    ec = lock_->release_hold_blocking(*this, server_reply);
+  }
 
   Hold(LockType* lock, std::string owner_key, bool async, std::shared_ptr<detail::hold_record> rec)
       : lock_(lock), owner_key_(std::move(owner_key)), async_(async), record_(std::move(rec)) {}

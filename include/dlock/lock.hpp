@@ -128,7 +128,9 @@ class Lock {
 
   /// Waits as long as it takes (with TryOnce: one try). Throws
   /// std::system_error: not_acquired (TryOnce only), already_held (this
-  /// thread holds a non-reentrant lock), outcome_unknown, connection errors.
+  /// thread holds a non-reentrant lock), outcome_unknown, connection errors,
+  /// server_error (its message quotes the server: "NOPERM ..." for an ACL
+  /// refusal). The error-code overloads give the code alone.
   void lock() {
     auto r = acquire_blocking(thread_owner(), detail::steady::time_point::max());
     if (r.ec) throw std::system_error(r.ec, describe("lock", r.server_reply));
@@ -372,7 +374,8 @@ class Lock {
   // Releases a hold just won by an acquire whose caller cancelled it;
   // completes with operation_aborted.
   asio::awaitable<acquire_result> give_back(record_type& rec);
-  // Runs the ownership's release for a hold the caller is not given.
+  // Runs the ownership's release for a hold the caller is not given (a
+  // refusal's words are left on `rec`).
   asio::awaitable<error_code> release_won(record_type& rec);
   // Whether a win needs settling: fencing on, or acknowledgement on.
   bool settling() const;

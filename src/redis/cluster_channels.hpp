@@ -236,7 +236,7 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
           return;
         }
       }
-      subscribe_failed(channel, ec, attempt);
+      subscribe_failed(channel, ec, attempt, sub.server_reply());
       return;
     }
     std::vector<std::pair<subscribe_done, subscription>> confirmed;
@@ -273,7 +273,8 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
   // A subscribe that failed: the new listeners hear the error; listeners
   // from before (a move) hear once that they may miss messages, and it is
   // tried again after a pause.
-  void subscribe_failed(const std::string& channel, error_code ec, int attempt) {
+  // `refusal`: the server's words, when it refused the subscribe.
+  void subscribe_failed(const std::string& channel, error_code ec, int attempt, const std::string& refusal = {}) {
     std::vector<subscribe_done> failed;
     std::vector<listener> told;
     bool retry = false;
@@ -294,7 +295,7 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
         e.told_deaf = true;
       }
     }
-    for (auto& d : failed) d(ec, subscription());
+    for (auto& d : failed) d(ec, make_refusal(refusal));
     for (auto& l : told) call_listener(channel, l, std::nullopt);
     if (!retry) return;
     auto timer = std::make_shared<asio::steady_timer>(ex_, retry_wait_);

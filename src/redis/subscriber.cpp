@@ -137,13 +137,17 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
     conn_.async_exec(std::move(req), [weak, channel, generation = e.generation, resync](error_code ec, response r) {
       auto self = weak.lock();
       if (!self) return;
-      if (!ec && (r.size() != 1 || r[0].is_error()))
+      std::string refusal;  // the server's words, when it refused
+      if (!ec && (r.size() != 1 || r[0].is_error())) {
         ec = r.size() == 1 && is_redirect(r[0]) ? error::slot_moved : error::server_error;
-      self->on_subscribed(channel, generation, resync, ec);
+        if (ec == error::server_error && r.size() == 1) refusal = r[0].str;
+      }
+      self->on_subscribed(channel, generation, resync, ec, refusal);
     });
   }
 
-  void on_subscribed(const std::string& channel, std::uint64_t generation, bool resync, error_code ec) {
+  void on_subscribed(const std::string& channel, std::uint64_t generation, bool resync, error_code ec,
+                     const std::string& refusal) {
     auto it = channels_.find(channel);
     // Every listener left meanwhile; or they did, and new ones came whose
     // own SUBSCRIBE is queued after the UNSUBSCRIBE: this reply, older than
@@ -158,7 +162,7 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
       for (auto& w : waiters) {
         if (ec) {
           e.listeners.erase(w.id);
-          w.done(ec, subscription());
+          w.done(ec, make_refusal(refusal));
         } else {
           w.done({}, make_subscription(weak_from_this(), channel, w.id));
         }
@@ -314,7 +318,10 @@ void subscribe(const std::shared_ptr<subscriber_impl>& impl, std::string channel
 }  // namespace detail
 
 subscription::subscription(subscription&& other) noexcept
-    : owner_(std::move(other.owner_)), channel_(std::move(other.channel_)), id_(other.id_) {
+    : owner_(std::move(other.owner_)),
+      channel_(std::move(other.channel_)),
+      id_(other.id_),
+      server_reply_(std::move(other.server_reply_)) {
   other.channel_.clear();
 }
 
@@ -324,6 +331,7 @@ subscription& subscription::operator=(subscription&& other) noexcept {
     owner_ = std::move(other.owner_);
     channel_ = std::move(other.channel_);
     id_ = other.id_;
+    server_reply_ = std::move(other.server_reply_);
     other.channel_.clear();
   }
   return *this;

@@ -4,6 +4,7 @@
 // failover, and every command a rule grants is used.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,6 +74,23 @@ TEST_CASE("Cluster: each pair of ownership and wait as a user with exactly docs/
   check_every_command_used(rule, stats);
 }
 
+TEST_CASE("Cluster: a refused SSUBSCRIBE reads as the server's words", "[acl][cluster]") {
+  auto rule = without(documented_rule("cluster"), "&redisson_lock__channel:{app:*");
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3});
+  for (std::size_t i = 0; i < cluster.nodes(); ++i) make_user(cluster.node(i), "locks", rule);
+  auto cfg = dlock::redis::parse_cluster_url(cluster.url());
+  cfg.node.user = "locks";
+  cfg.node.password = "change-me";
+  dlock::ClusterBackend a(cfg), b(cfg);
+  dlock::Lock<dlock::ClusterBackend> first(a, "app:sharded"), second(b, "app:sharded");
+  auto hold = first.acquire();
+  CHECK_THROWS_WITH(second.try_acquire_for(dlock::test::scaled(3s)),
+                    Catch::Contains("acquire 'app:sharded' (Redis replied: NOPERM") &&
+                        Catch::Contains("access one of the channels"));
+  // The release's SPUBLISH is refused too, inside its script.
+  CHECK_THROWS_WITH(hold.release(), Catch::Contains("can't publish to the channel"));
+}
+
 TEST_CASE("Sentinel: each pair of ownership and wait as docs/acl.md's two users, through a failover", "[acl][sentinel]") {
   const auto data_rule = documented_rule("sentinel-data");
   const auto sentinel_rule = documented_rule("sentinels");
@@ -114,7 +132,9 @@ TEST_CASE("Sentinel: each pair of ownership and wait as docs/acl.md's two users,
     auto& old_master = d.master();
     const auto old_port = old_master.port();
     old_master.kill();
-    nodes.erase(std::find(nodes.begin(), nodes.end(), &old_master));
+    auto dead = std::find(nodes.begin(), nodes.end(), &old_master);
+    REQUIRE(dead != nodes.end());
+    nodes.erase(dead);
     d.wait_for_new_master(old_port);
     auto after = dlock::test::make_lock<dlock::Lock<dlock::SentinelBackend>>(a, "app:after");
     CHECK(dlock::test::take_within(*after, dlock::test::scaled(20s)).has_value());
@@ -142,6 +162,10 @@ TEST_CASE("Sentinel: each pair of ownership and wait as docs/acl.md's two users,
     } catch (const std::system_error&) {
       // No master without SENTINEL GET-MASTER-ADDR-BY-NAME.
     }
-    CHECK(dlock::test::wait_until([&] { return d.sentinels().command(0, {"ACL", "LOG"}) != ""; }, 5s));
+    // The refusal names what was taken away: the command, or the channel.
+    const auto what = word.substr(1);
+    CHECK(dlock::test::wait_until(
+        [&] { return d.sentinels().command(0, {"ACL", "LOG"}).find("object\n" + what + "\n") != std::string::npos; },
+        5s));
   }
 }

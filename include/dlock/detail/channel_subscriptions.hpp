@@ -47,7 +47,9 @@ class channel_subscriptions {
     Members members;
     redis::subscription sub;
     bool ready = false, subscribing = false;
-    std::vector<std::function<void(error_code)>> joining;  // waiting for `sub`
+    // Waiting for `sub`: told the error and, when the server refused the
+    // subscribe, its words.
+    std::vector<std::function<void(error_code, const std::string&)>> joining;
     std::uint64_t idle_epoch = 0;  // bumped whenever the member count leaves zero
   };
   using message_handler = std::function<void(Members&, std::optional<std::string_view>)>;
@@ -146,19 +148,22 @@ class channel_subscriptions {
   }
 
   /// Completes when `c`'s subscription is confirmed (or failed), starting it
-  /// if nobody has.
+  /// if nobody has: `void(error_code, std::string)`, the string being the
+  /// server's words when it refused the subscribe.
   template <class CompletionToken>
   auto ready(const std::shared_ptr<channel>& c, const std::string& name, CompletionToken&& token) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
+    return asio::async_initiate<CompletionToken, void(error_code, std::string)>(
         [this, c, name](auto handler) {
           auto ex = asio::get_associated_executor(handler, backend_.get_executor());
           auto h = std::make_shared<decltype(handler)>(std::move(handler));
-          auto complete = [h, ex](error_code ec) { asio::post(ex, [h, ec] { std::move (*h)(ec); }); };
+          auto complete = [h, ex](error_code ec, const std::string& refusal) {
+            asio::post(ex, [h, ec, refusal] { std::move (*h)(ec, refusal); });
+          };
           bool start = false;
           {
             std::lock_guard lk(shared_->m);
             if (c->ready) {
-              complete(error_code{});
+              complete(error_code{}, {});
               return;
             }
             c->joining.push_back(complete);
@@ -191,7 +196,7 @@ class channel_subscriptions {
     backend_.async_subscribe(c->key, name, std::move(listener), [weak, c, name](error_code ec, redis::subscription sub) {
       auto s = weak.lock();
       if (!s) return;
-      std::vector<std::function<void(error_code)>> joining;
+      std::vector<std::function<void(error_code, const std::string&)>> joining;
       redis::subscription unused;  // unsubscribed outside the mutex
       {
         std::lock_guard lk(s->m);
@@ -203,7 +208,7 @@ class channel_subscriptions {
           if (c->members.empty()) unused = drop(*s, c, name);  // everyone left meanwhile
         }
       }
-      for (auto& j : joining) j(ec);
+      for (auto& j : joining) j(ec, sub.server_reply());
     });
   }
 

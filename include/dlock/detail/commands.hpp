@@ -127,6 +127,12 @@ inline void note(hold_record& rec, const error_code& ec, const redis::value& v) 
   if (ec == error::server_error && v.is_error()) rec.server_reply = v.str;
 }
 
+/// `words` when `ec` is server_error, else nothing: the server's words go
+/// with the error they explain, never with another one.
+inline std::string words_for(const error_code& ec, std::string words) {
+  return ec == error::server_error ? std::move(words) : std::string();
+}
+
 /// server_error for the error reply `reply` (one of a pipeline's), noting
 /// the server's words on `rec` as note() does.
 inline error_code refused(hold_record& rec, const redis::value& reply) {

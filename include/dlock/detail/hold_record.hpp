@@ -57,8 +57,9 @@ struct hold_record {
   std::optional<std::uint64_t> fence;
   /// The server's own words behind the last server_error an ownership
   /// operation on this hold returned (an ACL refusal, a script's error), for
-  /// the lock's error message. Written by the ownership (detail::noted),
-  /// cleared and read by the lock, all inside the owner's gate.
+  /// the lock's error message. Written by the ownership (detail::note,
+  /// detail::refused), cleared and read by the lock inside the owner's gate
+  /// (or, for a record no holder shares any more, by the work that ends it).
   std::string server_reply;
 
   /// Records that a command which set the lease to `lease`, sent at `sent`,

@@ -26,7 +26,9 @@ namespace dlock::detail {
 /// - leave(o, rec, background): the acquire ends without the lock, inside
 ///   the owner's gate; true when the lock is held after all (a grant came
 ///   first). Work that must outlive the operation goes to `background`;
-/// - done(): the acquire is over (also run by the destructor).
+/// - done(): the acquire is over (also run by the destructor);
+/// - server_reply(): after prepare() or wait() failed with server_error,
+///   the server's words (a refused SUBSCRIBE).
 template <class W, class B, class O>
 class wait_steps {
  public:
@@ -65,6 +67,11 @@ class wait_steps {
 
   void done() {
     if constexpr (contract::waiter_done<W, B>) waiter_.done();
+  }
+
+  std::string server_reply() const {
+    if constexpr (contract::waiter_server_reply<W, B>) return std::string(waiter_.server_reply());
+    else return {};
   }
 
  private:

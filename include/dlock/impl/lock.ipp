@@ -200,9 +200,15 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       // Only a contended acquire pays for the wait's set-up (PubSub's
       // SUBSCRIBE).
       prepared = true;
-      if ((ended = co_await steps.prepare())) break;
+      if ((ended = co_await steps.prepare())) {
+        server_reply = steps.server_reply();
+        break;
+      }
     }
-    if ((ended = co_await steps.wait(at.held_for, deadline))) break;
+    if ((ended = co_await steps.wait(at.held_for, deadline))) {
+      server_reply = steps.server_reply();
+      break;
+    }
   }
   if (ended == error::not_acquired && unacknowledged) ended = error::not_acknowledged;
   // Ending without the lock: the waiter leaves whatever it joined (a
@@ -229,7 +235,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       }
     }
   }
-  co_return acquire_result{ended, nullptr, std::move(server_reply)};
+  co_return acquire_result{ended, nullptr, detail::words_for(ended, std::move(server_reply))};
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -312,7 +318,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
     auto server_reply = std::move(rec->server_reply);
     if (abandon) {
       drop_one(*entry, rec);
-      co_return release_result{ec, {}, std::move(server_reply)};
+      co_return release_result{ec, {}, detail::words_for(ec, std::move(server_reply))};
     }
     // Not run: still held, so keep it alive, unless an earlier attempt of
     // this release may have run.
@@ -321,7 +327,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
       std::lock_guard g(mutex_);
       entry->pending_release = id;
     }
-    co_return release_result{ec, id, std::move(server_reply)};
+    co_return release_result{ec, id, detail::words_for(ec, std::move(server_reply))};
   }
   bool lost = outcome == release_outcome::lease_lost || outcome == release_outcome::not_owner;
   bool others_lost = false, ended = false;

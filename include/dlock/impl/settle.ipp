@@ -10,7 +10,8 @@ namespace dlock {
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(record_type& rec) -> asio::awaitable<acquire_result> {
   // Won, but the caller gave up: give it back before completing.
-  if (auto ec = co_await release_won(rec)) report(ec, "giving back a cancelled acquire (the lock lapses with its lease)");
+  if (auto ec = co_await release_won(rec))
+    report(ec, "giving back a cancelled acquire (the lock lapses with its lease)", detail::words_for(ec, rec.server_reply));
   co_return acquire_result{asio::error::operation_aborted, nullptr, {}};
 }
 
@@ -18,8 +19,9 @@ template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 asio::awaitable<error_code> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_won(record_type& rec) {
   rec.release_id = detail::unique_id();
   rec.release_retry = false;
+  rec.server_reply.clear();
   auto [ec, outcome] = co_await ownership_.release(backend_, rec);
-  co_return ec;
+  co_return ec;  // a refusal's words stay on `rec`
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -45,7 +47,9 @@ asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT
       if (ec) {
         // Whether it ran is not known, so neither is the token: the lock
         // is given back rather than handed out without one.
-        if (auto given = co_await release_won(rec)) report(given, "giving back a hold whose fencing token was lost");
+        if (auto given = co_await release_won(rec))
+          report(given, "giving back a hold whose fencing token was lost", detail::words_for(given, rec.server_reply));
+        rec.server_reply.clear();
         detail::note(rec, ec, v);  // the fence's refusal, not the give-back's
         co_return std::pair{ec, false};
       }

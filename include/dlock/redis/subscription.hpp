@@ -28,6 +28,8 @@ class subscription_owner {
  protected:
   static subscription make_subscription(std::weak_ptr<subscription_owner> owner, std::string channel,
                                         std::uint64_t id);
+  /// The empty subscription of a SUBSCRIBE the server refused, with its words.
+  static subscription make_refusal(std::string server_reply);
 };
 
 }  // namespace detail
@@ -60,6 +62,9 @@ class subscription {
   void reset() noexcept;
   bool active() const noexcept { return !channel_.empty(); }
   const std::string& channel() const noexcept { return channel_; }
+  /// When the subscribe failed because the server refused it (an error
+  /// reply, such as an ACL's NOPERM): the server's words; else empty.
+  const std::string& server_reply() const noexcept { return server_reply_; }
 
  private:
   friend class detail::subscription_owner;
@@ -69,11 +74,18 @@ class subscription {
   std::weak_ptr<detail::subscription_owner> owner_;
   std::string channel_;
   std::uint64_t id_ = 0;
+  std::string server_reply_;  // a refused subscribe's words
 };
 
 inline subscription detail::subscription_owner::make_subscription(std::weak_ptr<subscription_owner> owner,
                                                                   std::string channel, std::uint64_t id) {
   return subscription(std::move(owner), std::move(channel), id);
+}
+
+inline subscription detail::subscription_owner::make_refusal(std::string server_reply) {
+  subscription s;
+  s.server_reply_ = std::move(server_reply);
+  return s;
 }
 
 }  // namespace dlock::redis

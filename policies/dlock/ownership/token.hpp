@@ -137,6 +137,8 @@ return 0
     if (ec) co_return std::pair{ec, attempt{}};
     if (r.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (r[0].is_error()) co_return std::pair{detail::refused(rec, r[0]), attempt{}};  // refused: not run
+    // Not taken, and the PTTL refused (an ACL without it): the SET did not run.
+    if (r[0].is_null() && r[1].is_error()) co_return std::pair{detail::refused(rec, r[1]), attempt{}};
     if (r[0].type == redis::kind::simple_string && r[0].str == "OK") {
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};

@@ -107,7 +107,7 @@ struct HandOff {
 
     asio::awaitable<error_code> prepare() {
       if (!ticket_) co_await enter();
-      auto ec = co_await ticket_->subscribed();
+      auto ec = co_await ticket_->subscribed(refusal_);
       // Subscribed only now: the next try joins the line, at once.
       if (!joined_) state_->check = true;
       co_return ec;
@@ -194,6 +194,9 @@ struct HandOff {
       };
     }
 
+    /// The server's words when it refused this waiter's SUBSCRIBE.
+    const std::string& server_reply() const noexcept { return refusal_; }
+
    private:
     struct signal {
       explicit signal(const asio::any_io_executor& ex) : timer(ex) {}
@@ -267,6 +270,7 @@ struct HandOff {
     std::function<void(bool, std::int64_t)> notify_;  // posts to this operation's executor
     std::function<void()> stop_refresh_;  // set while the backend's refresher keeps the entry alive
     std::unique_ptr<typename detail::grant_router<B>::ticket> ticket_;
+    std::string refusal_;  // the server's words, when it refused the SUBSCRIBE
   };
 };
 

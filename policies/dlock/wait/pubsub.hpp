@@ -56,7 +56,8 @@ struct PubSub {
           }
         });
       };
-      auto [ec, ticket] = co_await backend_.template use_service<detail::wake_groups<B>>().join(name_, channel_, wake);
+      auto [ec, ticket] =
+          co_await backend_.template use_service<detail::wake_groups<B>>().join(name_, channel_, wake, &refusal_);
       ticket_ = std::move(ticket);
       // A release between the first try and the subscription sent no
       // message this waiter could hear: the first wait returns at once, so
@@ -78,6 +79,9 @@ struct PubSub {
       co_return error_code{};
     }
 
+    /// The server's words when it refused this waiter's SUBSCRIBE.
+    const std::string& server_reply() const noexcept { return refusal_; }
+
    private:
     // Takes the wake, if one came: the waiter tries again, and its line may
     // wake it again.
@@ -98,6 +102,7 @@ struct PubSub {
     std::string channel_;
     std::shared_ptr<signal> state_;
     std::unique_ptr<typename detail::wake_groups<B>::ticket> ticket_;
+    std::string refusal_;
   };
 };
 

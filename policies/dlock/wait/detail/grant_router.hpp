@@ -65,10 +65,12 @@ class grant_router {
     /// from now on reaches this waiter.
     bool ready() const { return engine::ready_now(weak_, state_); }
 
-    /// Completes once the subscription is confirmed (starting it if need be).
-    asio::awaitable<error_code> subscribed() {
+    /// Completes once the subscription is confirmed (starting it if need be);
+    /// `refusal` gets the server's words when it refused the subscribe.
+    asio::awaitable<error_code> subscribed(std::string& refusal) {
       if (weak_.expired()) co_return make_error_code(error::not_connected);
-      auto [ec] = co_await router_->channels_.ready(state_, channel_, asio::as_tuple(asio::use_awaitable));
+      auto [ec, words] = co_await router_->channels_.ready(state_, channel_, asio::as_tuple(asio::use_awaitable));
+      refusal = std::move(words);
       co_return ec;
     }
 

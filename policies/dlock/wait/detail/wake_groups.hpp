@@ -102,13 +102,16 @@ class wake_groups {
   /// Joins `channel`'s line, last, and completes once the line's
   /// subscription is confirmed by the server: a message published after
   /// that is not missed. On error the ticket is null (and the waiter is out
-  /// of the line). `key`: the lock whose release publishes on `channel`.
+  /// of the line, and `refusal`, if given, gets the server's words when it
+  /// refused the subscribe). `key`: the lock whose release publishes on
+  /// `channel`.
   asio::awaitable<std::pair<error_code, std::unique_ptr<ticket>>> join(std::string key, std::string channel,
-                                                                       waker wake) {
+                                                                       waker wake, std::string* refusal = nullptr) {
     auto id = ++next_id_;
     auto g = groups_.enter(key, channel, [&](line& members) { members.push_back(member{id, std::move(wake)}); });
     auto t = std::make_unique<ticket>(backend_, groups_.weak(), g, channel, id);
-    auto [ec] = co_await groups_.ready(g, channel, asio::as_tuple(asio::use_awaitable));
+    auto [ec, words] = co_await groups_.ready(g, channel, asio::as_tuple(asio::use_awaitable));
+    if (refusal) *refusal = std::move(words);
     if (ec) co_return std::pair{ec, nullptr};
     co_return std::pair{error_code{}, std::move(t)};
   }
