@@ -197,6 +197,7 @@ class channel_subscriptions {
       auto s = weak.lock();
       if (!s) return;
       std::vector<std::function<void(error_code, const std::string&)>> joining;
+      const std::string refusal = sub.server_reply();  // taken before `sub` may move
       redis::subscription unused;  // unsubscribed outside the mutex
       {
         std::lock_guard lk(s->m);
@@ -208,7 +209,7 @@ class channel_subscriptions {
           if (c->members.empty()) unused = drop(*s, c, name);  // everyone left meanwhile
         }
       }
-      for (auto& j : joining) j(ec, sub.server_reply());
+      for (auto& j : joining) j(ec, refusal);
     });
   }
 
