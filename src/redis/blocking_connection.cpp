@@ -44,6 +44,31 @@ error_code os_error(int e) { return error_code(e, boost::system::system_category
 using detail::left_until;
 using detail::set_timeout;
 
+}  // namespace
+
+namespace detail {
+
+bool receive_deadline::fit(int fd) {
+  if (deadline == clock::time_point::max()) return true;
+  auto now = clock::now();
+  if (now >= deadline) {
+    errno = EAGAIN;
+    return false;
+  }
+  auto budget = std::chrono::ceil<milliseconds>(deadline - now);
+  if (budget < set || (cut_short && budget > set)) {
+    if (!set_timeout(fd, SO_RCVTIMEO, budget)) return false;
+    set = budget;
+  }
+  return true;
+}
+
+void receive_deadline::received(long n) noexcept { cut_short = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK); }
+
+}  // namespace detail
+
+namespace {
+
 // Connects `fd` to `addr` within `deadline`, then leaves it in blocking mode.
 error_code connect_within(int fd, const sockaddr* addr, socklen_t len, clock::time_point deadline) {
   int flags = ::fcntl(fd, F_GETFL, 0);
@@ -88,7 +113,7 @@ void blocking_connection::close() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   owed_ = 0;
-  timeout_set_ = milliseconds::max();  // a new socket has none
+  receive_.reset();  // a new socket has no timeout
   parser_.reset();
   buffer_.clear();
 }
@@ -211,14 +236,17 @@ error_code blocking_connection::handshake(clock::time_point deadline) {
   // From now on every send and every first read waits the command timeout.
   if (!set_timeout(fd_, SO_SNDTIMEO, cfg_.command_timeout) || !set_timeout(fd_, SO_RCVTIMEO, cfg_.command_timeout))
     return os_error(errno);
-  timeout_set_ = cfg_.command_timeout;
+  receive_.set = cfg_.command_timeout;
   return {};
 }
 
 error_code blocking_connection::start_tls(const address& target, clock::time_point deadline) {
   ::ERR_clear_error();
   ssl_ = ::SSL_new(tls_context_->native_handle());
-  BIO* bio = ssl_ ? detail::new_socket_bio(fd_, deadline) : nullptr;  // the deadline holds until connected
+  // The sends' deadline holds until connected; the receives' is receive_'s,
+  // the connect deadline until the handshake's first read sets its own.
+  receive_.deadline = deadline;
+  BIO* bio = ssl_ ? detail::new_socket_bio(fd_, deadline, &receive_) : nullptr;
   if (!bio) {
     last_failure_ = "OpenSSL could not make a TLS session";
     return error::tls_handshake_failed;
@@ -232,9 +260,7 @@ error_code blocking_connection::start_tls(const address& target, clock::time_poi
     last_failure_ = "OpenSSL refused the server name";
     return error::tls_handshake_failed;
   }
-  for (;;) {
-    auto left = left_until(deadline);
-    if (!set_timeout(fd_, SO_RCVTIMEO, left) || !set_timeout(fd_, SO_SNDTIMEO, left)) return os_error(errno);
+  for (;;) {  // the BIO keeps each send and receive within the deadline
     ::ERR_clear_error();
     int rc = ::SSL_connect(ssl_);
     if (rc == 1) return {};
@@ -262,8 +288,13 @@ long blocking_connection::send_some(const char* data, std::size_t size) {
 }
 
 long blocking_connection::receive_some(char* into, std::size_t size) {
-  if (!ssl_) return ::recv(fd_, into, size, 0);
-  ::ERR_clear_error();
+  if (!ssl_) {
+    if (!receive_.fit(fd_)) return -1;
+    ssize_t n = ::recv(fd_, into, size, 0);
+    receive_.received(n);
+    return n;
+  }
+  ::ERR_clear_error();  // the BIO fits each of the session's receives
   std::size_t got = 0;
   if (::SSL_read_ex(ssl_, into, size, &got) == 1) return static_cast<long>(got);
   int e = ::SSL_get_error(ssl_, 0);
@@ -297,7 +328,8 @@ error_code blocking_connection::write_all(const std::string& data, bool& wrote_a
 
 error_code blocking_connection::read_replies(std::size_t n, response& out, clock::time_point deadline) {
   char chunk[16 * 1024];
-  bool timed_out = false, heard = false;
+  bool heard = false;
+  receive_.deadline = deadline;
   const bool owed_before = owed_ > 0;
   while (out.size() < n) {
     if (!buffer_.empty()) {
@@ -325,20 +357,11 @@ error_code blocking_connection::read_replies(std::size_t n, response& out, clock
       }
       return error::outcome_unknown;
     }
-    // The socket's timeout never outlasts the deadline; it is raised only
-    // after it cut a wait short (so a command usually costs no setsockopt).
-    auto budget = std::chrono::ceil<milliseconds>(deadline - now);
-    if (budget < timeout_set_ || (timed_out && budget > timeout_set_)) {
-      if (!set_timeout(fd_, SO_RCVTIMEO, budget)) {
-        close();
-        return error::outcome_unknown;
-      }
-      timeout_set_ = budget;
-    }
+    // Each receive (and each of a TLS record's) waits no longer than the
+    // deadline: see detail::receive_deadline.
     ssize_t got = receive_some(chunk, sizeof chunk);
     if (got < 0 && errno == EINTR) continue;
-    timed_out = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-    if (timed_out) continue;  // the deadline check above decides
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // the deadline check above decides
     if (got <= 0) {
       close();  // end of file or a reset
       return error::outcome_unknown;

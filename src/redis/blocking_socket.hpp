@@ -11,6 +11,8 @@
 
 #include <openssl/ssl.h>
 
+#include <dlock/redis/detail/receive_deadline.hpp>
+
 namespace dlock::redis::detail {
 
 // What is left until `deadline`, at least 1 ms (a socket timeout of 0 means
@@ -29,12 +31,14 @@ inline bool set_timeout(int fd, int option, std::chrono::milliseconds ms) {
 }
 
 // A BIO for a TLS session on the blocking socket `fd`: send() with
-// MSG_NOSIGNAL and recv(), each waiting no longer than `deadline` until
-// lift_connect_deadline. Null when OpenSSL cannot make one.
-BIO* new_socket_bio(int fd, std::chrono::steady_clock::time_point deadline);
+// MSG_NOSIGNAL and recv(). Each send waits no longer than `deadline` until
+// lift_connect_deadline; each receive, no longer than `receive`'s deadline
+// (`receive` is the connection's, and outlives the BIO). Null when OpenSSL
+// cannot make one.
+BIO* new_socket_bio(int fd, std::chrono::steady_clock::time_point deadline, receive_deadline* receive);
 
-// The session's sends and receives wait the socket's timeouts alone from
-// now on (connected).
+// The session's sends wait the socket's send timeout alone from now on
+// (connected).
 void lift_connect_deadline(SSL* ssl);
 
 }  // namespace dlock::redis::detail

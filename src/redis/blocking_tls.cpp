@@ -19,23 +19,25 @@ using clock = std::chrono::steady_clock;
 // timeout (EAGAIN) is a retry, which SSL_get_error reports as
 // SSL_ERROR_WANT_READ or _WANT_WRITE.
 //
-// While connecting, each send and receive also waits no longer than the
-// connect deadline: one OpenSSL call reads a record in as many receives as
-// it takes, and a server that trickles bytes could otherwise keep it past
-// any one socket timeout.
+// Each receive waits no longer than the read's deadline, and while
+// connecting each send no longer than the connect deadline: one OpenSSL
+// call reads or writes a record in as many receives or sends as it takes,
+// and a server that trickles bytes could otherwise keep it past any one
+// socket timeout.
 struct bio_io {
   int fd = -1;
-  clock::time_point deadline = clock::time_point::max();  // max: none
+  clock::time_point deadline = clock::time_point::max();  // of the sends; max: none
+  receive_deadline* receive = nullptr;
 };
 
 bio_io& io_of(BIO* b) { return *static_cast<bio_io*>(::BIO_get_data(b)); }
 
 // False (errno EAGAIN) once the connect deadline has passed; else the
-// socket's `option` timeout is at most what is left.
-bool within_deadline(const bio_io& io, int option) {
+// socket's send timeout is at most what is left.
+bool send_within_deadline(const bio_io& io) {
   if (io.deadline == clock::time_point::max()) return true;
   auto now = clock::now();
-  if (now >= io.deadline || !set_timeout(io.fd, option, left_until(io.deadline))) {
+  if (now >= io.deadline || !set_timeout(io.fd, SO_SNDTIMEO, left_until(io.deadline))) {
     errno = EAGAIN;
     return false;
   }
@@ -46,7 +48,7 @@ int bio_write(BIO* b, const char* data, int size) {
   ::BIO_clear_retry_flags(b);
   const auto& io = io_of(b);
   ssize_t n = -1;
-  if (within_deadline(io, SO_SNDTIMEO)) do n = ::send(io.fd, data, static_cast<std::size_t>(size), MSG_NOSIGNAL);
+  if (send_within_deadline(io)) do n = ::send(io.fd, data, static_cast<std::size_t>(size), MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_write(b);
   return static_cast<int>(n);
@@ -56,8 +58,11 @@ int bio_read(BIO* b, char* into, int size) {
   ::BIO_clear_retry_flags(b);
   const auto& io = io_of(b);
   ssize_t n = -1;
-  if (within_deadline(io, SO_RCVTIMEO)) do n = ::recv(io.fd, into, static_cast<std::size_t>(size), 0);
-  while (n < 0 && errno == EINTR);
+  if (io.receive->fit(io.fd)) {
+    do n = ::recv(io.fd, into, static_cast<std::size_t>(size), 0);
+    while (n < 0 && errno == EINTR);
+    io.receive->received(n);
+  }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ::BIO_set_retry_read(b);
   return static_cast<int>(n);
 }
@@ -93,10 +98,10 @@ const BIO_METHOD* socket_bio_method() {
 
 }  // namespace
 
-BIO* new_socket_bio(int fd, clock::time_point deadline) {
+BIO* new_socket_bio(int fd, clock::time_point deadline, receive_deadline* receive) {
   const BIO_METHOD* method = socket_bio_method();
   BIO* bio = method ? ::BIO_new(method) : nullptr;
-  if (bio) io_of(bio) = bio_io{fd, deadline};
+  if (bio) io_of(bio) = bio_io{fd, deadline, receive};
   return bio;
 }
 

@@ -46,6 +46,7 @@ struct chunk {
 struct flow {
   std::deque<chunk> queue;
   std::size_t queued = 0;     // unsent bytes in `queue`
+  steady::time_point last_due; // of the last chunk queued (trickling spaces them)
   bool eof = false;           // the source sent its FIN
   steady::time_point eof_due; // when to pass the FIN on (it is delayed too)
   bool shut = false;          // FIN passed on: shutdown(SHUT_WR) on the sink
@@ -84,18 +85,32 @@ void earliest(std::optional<steady::time_point>& next, const flow& f, steady::ti
   if (t && *t > now && (!next || *t < *next)) next = t;
 }
 
+// How one direction's bytes are held back.
+struct pace {
+  std::chrono::milliseconds delay{0};    // each chunk, after it was read
+  std::chrono::milliseconds trickle{0};  // between single bytes; zero: whole chunks
+};
+
 // Reads once from `fd` into `f`; false when the connection is broken.
-bool read_into(int fd, flow& f, std::chrono::milliseconds delay, std::vector<char>& buf) {
+bool read_into(int fd, flow& f, pace p, std::vector<char>& buf) {
   ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  auto due = steady::now() + delay;
+  auto due = steady::now() + p.delay;
   if (n == 0) {
     f.eof = true;
-    f.eof_due = due;
+    f.eof_due = std::max(due, f.last_due);
     return true;
   }
   auto size = static_cast<std::size_t>(n);
-  f.queue.push_back(chunk{std::string(buf.data(), size), 0, due});
+  if (p.trickle.count() == 0) {
+    f.queue.push_back(chunk{std::string(buf.data(), size), 0, due});
+    f.last_due = due;
+  } else {
+    for (std::size_t i = 0; i < size; ++i) {
+      f.last_due = std::max(due, f.last_due + p.trickle);
+      f.queue.push_back(chunk{std::string(1, buf[i]), 0, f.last_due});
+    }
+  }
   f.queued += size;
   return true;
 }
@@ -137,7 +152,7 @@ struct fault_proxy::state {
   std::condition_variable cut_done;
   bool stopping = false;
   bool stalled_up = false, stalled_down = false;
-  std::chrono::milliseconds delay_up{0}, delay_down{0};
+  pace pace_up, pace_down;
   bool refusing = false;
   std::uint64_t cuts_asked = 0, cuts_made = 0;
   std::size_t accepted = 0;
@@ -270,9 +285,9 @@ void fault_proxy::state::run() {
       // loop waited holds even for bytes that arrived in the meantime.
       constexpr short readable = POLLIN | POLLHUP | POLLERR;
       if ((client_ready & readable) && can_read(c.up, stalled_up))
-        c.dead = !read_into(c.client.get(), c.up, delay_up, buf);
+        c.dead = !read_into(c.client.get(), c.up, pace_up, buf);
       if (!c.dead && (server_ready & readable) && can_read(c.down, stalled_down))
-        c.dead = !read_into(c.server.get(), c.down, delay_down, buf);
+        c.dead = !read_into(c.server.get(), c.down, pace_down, buf);
     }
     if (fds[1].revents) accept_all();
   }
@@ -314,8 +329,16 @@ void fault_proxy::resume() {
 void fault_proxy::delay(std::chrono::milliseconds d, direction dir) {
   if (d < std::chrono::milliseconds::zero()) d = std::chrono::milliseconds::zero();
   std::lock_guard g(state_->m);
-  if (dir != direction::to_client) state_->delay_up = d;
-  if (dir != direction::to_server) state_->delay_down = d;
+  if (dir != direction::to_client) state_->pace_up.delay = d;
+  if (dir != direction::to_server) state_->pace_down.delay = d;
+  state_->wake.notify();
+}
+
+void fault_proxy::trickle(std::chrono::milliseconds every, direction dir) {
+  if (every < std::chrono::milliseconds::zero()) every = std::chrono::milliseconds::zero();
+  std::lock_guard g(state_->m);
+  if (dir != direction::to_client) state_->pace_up.trickle = every;
+  if (dir != direction::to_server) state_->pace_down.trickle = every;
   state_->wake.notify();
 }
 

@@ -44,6 +44,10 @@ class fault_proxy {
   /// waits per direction (then the sender is pushed back), so a delayed
   /// direction also carries at most 1 MiB per `d`.
   void delay(std::chrono::milliseconds d, direction dir = direction::both);
+  /// Every chunk read from now on in `dir` is forwarded a byte at a time,
+  /// one byte every `every` (after the delay, if any): a peer that trickles
+  /// its bytes. Zero turns it off.
+  void trickle(std::chrono::milliseconds every, direction dir = direction::both);
   /// Resets every proxied connection on both sides (the client sees
   /// ECONNRESET or EOF); returns once they are closed. Later connections are
   /// forwarded as usual.

@@ -15,6 +15,7 @@
 
 #include <dlock/backend/redis.hpp>
 #include <dlock/redis/blocking_connection.hpp>
+#include <support/fault_proxy.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
 
@@ -136,6 +137,20 @@ TEST_CASE("a timed-out command is outcome unknown, and the next command is answe
   REQUIRE(!gec);
   CHECK(g[0].str == "v");
   CHECK(c.connects() == 1);
+}
+
+TEST_CASE("a reply trickled a byte at a time is cut off at the command timeout", "[blocking]") {
+  redis_server server;
+  dlock::test::fault_proxy proxy(server.port());
+  blocking_connection c(with_timeout(proxy.url(), scaled(500ms)));
+  REQUIRE(!c.exec(request().push("SET", "k", std::string(200, 'x'))).first);
+  // GET's reply is 208 bytes: 50 ms a byte makes it 10 s.
+  proxy.trickle(50ms, dlock::test::fault_proxy::direction::to_client);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(c.exec(request().push("GET", "k")).first == dlock::error::outcome_unknown);
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took >= scaled(500ms));
+  CHECK(took < scaled(1500ms));
 }
 
 TEST_CASE("a blocking connection to a silent server closes after a second unanswered command", "[blocking]") {

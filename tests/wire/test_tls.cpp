@@ -16,6 +16,7 @@
 
 #include <dlock/backend/redis.hpp>
 #include <dlock/redis/blocking_connection.hpp>
+#include <support/fault_proxy.hpp>
 #include <support/loopback.hpp>
 #include <support/redis_server.hpp>
 
@@ -291,6 +292,27 @@ TEST_CASE("a server that trickles its TLS handshake is cut off at the connect ti
   CHECK(backend_refusal(cfg).code == dlock::error::connect_timeout);
   done = true;
   trickler.join();
+}
+
+TEST_CASE("a reply trickled over TLS is cut off at the command timeout", "[tls]") {
+  // Past the handshake, one SSL_read takes as many receives as the record
+  // comes in pieces; each must wait no longer than what is left of the
+  // command's time, not the whole socket timeout again.
+  auto server = tls_server();
+  dlock::test::fault_proxy proxy(server.port());
+  auto cfg = tls_config(server);
+  cfg.port = proxy.port();
+  cfg.command_timeout = scaled(500ms);
+  blocking_connection c(cfg);
+  REQUIRE(!c.exec(request().push("SET", "k", std::string(200, 'x'))).first);
+  // GET's reply is a record of some 230 bytes: 50 ms a byte makes it 11 s.
+  proxy.trickle(50ms, dlock::test::fault_proxy::direction::to_client);
+  auto start = std::chrono::steady_clock::now();
+  auto [ec, r] = c.exec(request().push("GET", "k"));
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(ec == dlock::error::outcome_unknown);
+  CHECK(took >= cfg.command_timeout);
+  CHECK(took < cfg.command_timeout + scaled(1s));
 }
 
 TEST_CASE("TLS settings that cannot be used are refused by name before anything connects", "[tls]") {

@@ -18,6 +18,7 @@
 #include <dlock/redis/request.hpp>
 #include <dlock/redis/resp.hpp>
 #include <dlock/redis/script_cache.hpp>
+#include <dlock/redis/detail/receive_deadline.hpp>
 
 struct ssl_st;  // OpenSSL's SSL, for a TLS session
 
@@ -136,7 +137,7 @@ class blocking_connection {
   std::chrono::steady_clock::time_point retry_after_{};
   std::chrono::steady_clock::time_point last_used_{};
   std::chrono::milliseconds next_wait_{0};
-  std::chrono::milliseconds timeout_set_ = std::chrono::milliseconds::max();  // SO_RCVTIMEO; max: none
+  detail::receive_deadline receive_;  // SO_RCVTIMEO within the read's deadline (also the TLS BIO's)
 };
 
 }  // namespace dlock::redis
