@@ -316,11 +316,12 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 //   after all. Work that must outlive the operation (a retried leave) is
 //   spawned on `background`, which the lock object waits for;
 // - `done()`: the acquire is over;
-// - `server_reply()` -> a string: after `prepare()` or `wait()` failed with
-//   server_error, the server's words (PubSub and HandOff: a refused
+// - `server_reply() const` -> a string: after `prepare()` or `wait()` failed
+//   with server_error, the server's words (PubSub and HandOff: a refused
 //   SUBSCRIBE), for the lock's error message.
 // A hook whose signature does not match is not called: a waiter that hands
-// off (`W::hands_off`) must have them all, which Lock checks.
+// off (`W::hands_off`) must have them all but `server_reply`, which Lock
+// checks; a `server_reply` of another signature does not compile.
 //
 // The hand-off: an ownership that `queues` keeps a line of waiters and its
 // release grants the lock to the first live one (ownership::Queue); a wait
@@ -404,6 +405,9 @@ template <class W, class B>
 concept waiter_server_reply = requires(const typename W::template waiter<B>& w) {
   { w.server_reply() } -> std::convertible_to<std::string_view>;
 };
+// The waiter has a member of that name, whatever its signature.
+template <class W, class B>
+concept waiter_names_server_reply = requires { &W::template waiter<B>::server_reply; };
 
 /// A waiter the lock is handed to has every hook.
 template <class W, class B, class O>

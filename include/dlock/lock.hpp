@@ -159,8 +159,12 @@ class Lock {
       auto r = release_blocking(thread_owner(), nullptr, {}, false);
       if (r.ec) report(r.ec, "unlock", r.server_reply);
     } catch (...) {
-      report(make_error_code(error::unexpected_exception),
-             "unlock: " + detail::background_work::describe(std::current_exception()));
+      std::string what = "unlock";  // fits without allocating
+      try {
+        what += ": " + detail::background_work::describe(std::current_exception());
+      } catch (...) {  // out of memory: reported without the description
+      }
+      report(make_error_code(error::unexpected_exception), what);
     }
   }
 

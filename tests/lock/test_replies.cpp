@@ -276,3 +276,21 @@ TEST_CASE("the handshake refuses replies Redis never gives, naming the handshake
   CHECK(fake.count("AUTH") >= 1);
   CHECK(fake.count("SELECT") >= 1);
 }
+
+TEST_CASE("a long refusal's words are cut at 512 bytes, never inside a character", "[replies][token]") {
+  // 4 + 507 bytes, then a two-byte character across the 512th byte.
+  const std::string words = "ERR " + std::string(507, 'x') + "\xC3\xA9" + std::string(100, 'y');
+  fake_redis fake(script{{{"SET", "-" + words + "\r\n"}, {"PTTL", integer(100)}}});
+  dlock::RedisBackend redis(fake.url());
+  TokenLock lock(redis, "k", {}, r::FixedLease{scaled(10s)});
+  try {
+    lock.try_acquire();
+    FAIL("a refused SET acquired");
+  } catch (const std::system_error& e) {
+    CHECK(e.code() == dlock::error::server_error);
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("(Redis replied: ERR xxx") && Catch::Contains(std::string(20, 'x') + "): "));
+    CHECK(what.find('\xC3') == std::string::npos);
+    CHECK(what.find("yyyyy") == std::string::npos);
+  }
+}

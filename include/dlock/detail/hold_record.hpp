@@ -171,10 +171,18 @@ struct hold_record {
 };
 
 /// `what`, followed by the server's words behind a server_error when it gave
-/// some (at most 512 bytes of them): what a thrown error or a lock's error
-/// handler is told.
+/// some (at most 512 bytes of them, never cutting a UTF-8 character in
+/// two): what a thrown error or a lock's error handler is told.
 inline std::string with_server_reply(std::string what, const std::string& server_reply) {
-  if (!server_reply.empty()) what += " (Redis replied: " + server_reply.substr(0, 512) + ")";
+  if (server_reply.empty()) return what;
+  std::size_t keep = server_reply.size();
+  if (keep > 512) {
+    keep = 512;  // back to the start of the character the cut would split
+    while (keep > 0 && (static_cast<unsigned char>(server_reply[keep]) & 0xC0) == 0x80) --keep;
+  }
+  what += " (Redis replied: ";
+  what.append(server_reply, 0, keep);
+  what += ')';
   return what;
 }
 

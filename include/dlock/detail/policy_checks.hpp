@@ -42,6 +42,7 @@ struct policy_checks {
   static_assert(contract::wait_waiter<W, B>, "dlock::Lock wait policy: lacks waiter<Backend> constructible from (const policy&, backend&, name, channel)");
   static_assert(contract::wait_prepare<W, B>, "dlock::Lock wait policy: its waiter lacks prepare() returning awaitable<error_code>");
   static_assert(contract::wait_wait<W, B>, "dlock::Lock wait policy: its waiter lacks wait(optional<milliseconds>, steady_clock::time_point) returning awaitable<error_code>");
+  static_assert(!contract::waiter_names_server_reply<W, B> || contract::waiter_server_reply<W, B>, "dlock::Lock wait policy: its waiter's server_reply() must be callable on a const waiter and return a string (the server's words after a refused prepare() or wait())");
 
   // The hand-off: a queueing ownership's line, a handing-off waiter's hooks.
   static_assert(!queues<O>() || contract::ownership_leave<O, B>, "dlock::Lock ownership policy: says queues but lacks leave(backend, record&) returning awaitable<pair<error_code, bool>>");

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include <boost/asio/post.hpp>
@@ -15,6 +16,7 @@
 
 #include <dlock/concepts.hpp>
 #include <dlock/detail/background.hpp>
+#include <dlock/detail/commands.hpp>
 #include <dlock/wait/detail/grant_router.hpp>
 #include <dlock/wait/detail/queue_refresher.hpp>
 #include <dlock/detail/random.hpp>
@@ -221,21 +223,28 @@ struct HandOff {
                                              detail::background_work& background) {
       auto until = detail::steady::now() + rec->state.entry_ttl + std::chrono::seconds(1);
       error_code last;
+      std::string last_words;  // the server's, behind a server_error
       do {
+        rec->server_reply.clear();
         auto [ec, granted] = co_await o.leave(backend, *rec);
         if (!ec) {
           if (granted) {
             rec->release_id = detail::unique_id();
             rec->release_retry = false;
+            rec->server_reply.clear();
             auto [rec_ec, outcome] = co_await o.release(backend, *rec);
-            if (rec_ec) background.report(rec_ec, "giving back a grant that came after its wait ended (it lapses with its lease)");
+            if (rec_ec)
+              background.report(rec_ec, detail::with_server_reply(
+                                            "giving back a grant that came after its wait ended (it lapses with its lease)",
+                                            detail::words_for(rec_ec, rec->server_reply)));
           }
           co_return;
         }
         last = ec;
+        last_words = detail::words_for(ec, rec->server_reply);
         co_await detail::sleep_until(detail::steady::now() + std::chrono::milliseconds(100));
       } while (detail::steady::now() < until);
-      background.report(last, "leaving the lock's queue (the entry lapsed by itself)");
+      background.report(last, detail::with_server_reply("leaving the lock's queue (the entry lapsed by itself)", last_words));
     }
 
     // Registers the token for its grants, on this operation's executor.
