@@ -163,6 +163,14 @@ struct fault_proxy::state {
   void run();
   void accept_all();
   void cut_all();
+  // Sets one part of the pace (`field`) in `dir`, never below zero.
+  void set_pace(std::chrono::milliseconds pace::*field, std::chrono::milliseconds value, direction dir) {
+    value = std::max(value, std::chrono::milliseconds::zero());
+    std::lock_guard g(m);
+    if (dir != direction::to_client) pace_up.*field = value;
+    if (dir != direction::to_server) pace_down.*field = value;
+    wake.notify();
+  }
 };
 
 void fault_proxy::state::accept_all() {
@@ -326,20 +334,10 @@ void fault_proxy::resume() {
   state_->wake.notify();
 }
 
-void fault_proxy::delay(std::chrono::milliseconds d, direction dir) {
-  if (d < std::chrono::milliseconds::zero()) d = std::chrono::milliseconds::zero();
-  std::lock_guard g(state_->m);
-  if (dir != direction::to_client) state_->pace_up.delay = d;
-  if (dir != direction::to_server) state_->pace_down.delay = d;
-  state_->wake.notify();
-}
+void fault_proxy::delay(std::chrono::milliseconds d, direction dir) { state_->set_pace(&pace::delay, d, dir); }
 
 void fault_proxy::trickle(std::chrono::milliseconds every, direction dir) {
-  if (every < std::chrono::milliseconds::zero()) every = std::chrono::milliseconds::zero();
-  std::lock_guard g(state_->m);
-  if (dir != direction::to_client) state_->pace_up.trickle = every;
-  if (dir != direction::to_server) state_->pace_down.trickle = every;
-  state_->wake.notify();
+  state_->set_pace(&pace::trickle, every, dir);
 }
 
 void fault_proxy::cut() {
