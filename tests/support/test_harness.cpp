@@ -689,8 +689,14 @@ TEST_CASE("killing a master promotes its replica, with the writes it acknowledge
   auto slot = slot_of(cluster, key);
   auto master = cluster.master_of_slot(slot);
   auto replica = cluster.replica_of(master);
-  REQUIRE(cluster.node(master).command({"SET", key, "before"}) == "OK");
-  REQUIRE(cluster.node(master).command({"WAIT", "1", "5000"}) == "1");  // on the replica too
+  {
+    // WAIT counts the replicas that have the writes of its own connection:
+    // SET and WAIT go on one. (Each command() is a new redis-cli, whose
+    // WAIT waits for nothing and answers 1 at once, replica synced or not.)
+    raw_client c(cluster.node(master).port());
+    c.send(resp({"SET", key, "before"}) + resp({"WAIT", "1", "5000"}));
+    REQUIRE(c.read_bytes(5 + 4) == "+OK\r\n:1\r\n");  // on the replica too
+  }
   CHECK_THROWS_AS(cluster.kill_master_and_wait(replica), std::invalid_argument);  // not a master: nothing killed
   REQUIRE(cluster.node(replica).running());
 
