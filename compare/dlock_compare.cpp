@@ -33,7 +33,7 @@
 #include "reference.hpp"
 #include "report.hpp"
 #include "tls_phase.hpp"
-#include "version.hpp"
+#include "build_info.hpp"
 
 namespace {
 
@@ -280,7 +280,7 @@ int run(const options& o) {
     env.cpu_count = std::thread::hardware_concurrency();
     env.compiler = compiler();
     env.dlock_version = DLOCK_VERSION;
-    env.git_commit = DLOCK_GIT_COMMIT;
+    env.git_commit = dlock::compare::git_commit();
     env.depth = o.how == depth::quick ? "quick" : o.how == depth::thorough ? "thorough" : "normal";
     std::ofstream(path) << json(env, {}, reference_result{"", "only other backends than single ran", {}}, {}, backends);
     std::fprintf(stderr, "wrote %s\n", path.c_str());
@@ -309,7 +309,7 @@ int run(const options& o) {
   env.cpu_count = std::thread::hardware_concurrency();
   env.compiler = compiler();
   env.dlock_version = DLOCK_VERSION;
-  env.git_commit = DLOCK_GIT_COMMIT;
+  env.git_commit = dlock::compare::git_commit();
   env.depth = o.how == depth::quick ? "quick" : o.how == depth::thorough ? "thorough" : "normal";
 
   // This program, run again as --worker and --hold child processes.
