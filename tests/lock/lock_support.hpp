@@ -17,6 +17,8 @@
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
 
+#include "lock_instances.hpp"  // every combination on RedisBackend, compiled once
+
 namespace dlock::test {
 
 using namespace std::chrono_literals;

@@ -1,0 +1,6 @@
+// ReentrantHash's locks on RedisBackend (but Lock<>, which libdlock has),
+// compiled once for the test suite (see lock_instances.hpp).
+#include "lock_instances.hpp"
+
+#define DLOCK_TEST_INSTANTIATE_LOCK(O, R, W) template class DLOCK_TEST_LOCK_TYPE(O, R, W);
+DLOCK_TEST_HASH_LOCKS(DLOCK_TEST_INSTANTIATE_LOCK)

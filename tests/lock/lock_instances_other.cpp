@@ -1,0 +1,6 @@
+// GetSetExpiry's, NaiveExpiry's and Queue's locks on RedisBackend, compiled
+// once for the test suite (see lock_instances.hpp).
+#include "lock_instances.hpp"
+
+#define DLOCK_TEST_INSTANTIATE_LOCK(O, R, W) template class DLOCK_TEST_LOCK_TYPE(O, R, W);
+DLOCK_TEST_OTHER_LOCKS(DLOCK_TEST_INSTANTIATE_LOCK)
