@@ -259,12 +259,62 @@ std::vector<address> parse_hosts(std::string_view list, std::uint16_t default_po
   }
 }
 
+// Runs `parse(out)` and reports a url_error through (ec, why), naming the
+// kind of URL (`what`): the one shape of the three parsers below.
+template <class Result, class Parse>
+Result reporting(std::string_view url, std::error_code& ec, std::string* why, const char* what, Parse parse) {
+  ec.clear();
+  Result out;
+  try {
+    parse(out);
+  } catch (const url_error& e) {
+    ec = make_error_code(error::invalid_url);
+    if (why) *why = std::string("invalid ") + what + " \"" + masked(url) + "\": " + e.why;
+    return {};
+  }
+  return out;
+}
+
+// The scheme of a URL of several hosts, `plain` or `secure` (TLS): whether it
+// is the secure one, and what follows it. `hint` ends the message for
+// another scheme.
+std::pair<bool, std::string_view> take_scheme(std::string_view url, std::string_view plain, std::string_view secure,
+                                              std::string_view hint) {
+  const bool tls = url.substr(0, secure.size()) == secure;
+  if (!tls && url.substr(0, plain.size()) != plain) {
+    if (url.find("://") == npos)
+      throw url_error{"no scheme (expected " + std::string(plain) + " or " + std::string(secure) + ")"};
+    throw url_error{"unknown scheme \"" + std::string(url.substr(0, url.find("://"))) + "\" (" + std::string(hint) +
+                    ")"};
+  }
+  return {tls, url.substr(tls ? secure.size() : plain.size())};
+}
+
+// The user info of a URL of several hosts, shared by all of them: it runs to
+// the last '@' (see userinfo_end). Taken off the front of `rest`.
+void take_shared_credentials(std::string_view& rest, config& into) {
+  auto at = rest.rfind('@');
+  if (at == npos) return;
+  take_credentials(rest.substr(0, at), into);
+  rest = rest.substr(at + 1);
+}
+
+// "/<db>" at the end of a URL of several hosts: the database number, if
+// one is given. Taken off the end of `rest`.
+std::optional<int> take_database(std::string_view& rest) {
+  auto slash = rest.find('/');
+  if (slash == npos) return std::nullopt;
+  auto path = rest.substr(slash + 1);
+  if (path.find('/') != npos) throw url_error{"path \"/" + std::string(path) + "\" is not a database number"};
+  rest = rest.substr(0, slash);
+  if (path.empty()) return std::nullopt;
+  return parse_db(path);
+}
+
 }  // namespace
 
 config parse_url(std::string_view url, std::error_code& ec, std::string* why) {
-  ec.clear();
-  config cfg;
-  try {
+  return reporting<config>(url, ec, why, "Redis URL", [&](config& cfg) {
     auto sep = url.find("://");
     if (sep == std::string_view::npos) throw url_error{"no scheme (expected redis://, rediss:// or unix://)"};
     auto scheme = url.substr(0, sep);
@@ -273,33 +323,15 @@ config parse_url(std::string_view url, std::error_code& ec, std::string* why) {
     else if (scheme == "rediss") parse_tcp(rest, cfg, true);
     else if (scheme == "unix") parse_unix(rest, cfg);
     else throw url_error{"unknown scheme \"" + std::string(scheme) + "\" (expected redis://, rediss:// or unix://)"};
-  } catch (const url_error& e) {
-    ec = make_error_code(error::invalid_url);
-    if (why) *why = "invalid Redis URL \"" + masked(url) + "\": " + e.why;
-    return {};
-  }
-  return cfg;
+  });
 }
 
 sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, std::string* why) {
-  ec.clear();
-  sentinel_config out;
-  try {
-    constexpr std::string_view plain = "redis-sentinel://", secure = "rediss-sentinel://";
-    const bool tls = url.substr(0, secure.size()) == secure;
-    if (!tls && url.substr(0, plain.size()) != plain) {
-      if (url.find("://") == npos) throw url_error{"no scheme (expected redis-sentinel:// or rediss-sentinel://)"};
-      throw url_error{"unknown scheme \"" + std::string(url.substr(0, url.find("://"))) +
-                      "\" (expected redis-sentinel:// or rediss-sentinel://)"};
-    }
-    auto rest = url.substr(tls ? secure.size() : plain.size());
-    // The user info runs to the last '@' (see userinfo_end); the master's
-    // name follows the first '#' after it.
-    auto at = rest.rfind('@');
-    if (at != npos) {
-      take_credentials(rest.substr(0, at), out.master);
-      rest = rest.substr(at + 1);
-    }
+  return reporting<sentinel_config>(url, ec, why, "Sentinel URL", [&](sentinel_config& out) {
+    auto [tls, rest] = take_scheme(url, "redis-sentinel://", "rediss-sentinel://",
+                                   "expected redis-sentinel:// or rediss-sentinel://");
+    take_shared_credentials(rest, out.master);
+    // The master's name follows the first '#' after the user info.
     auto hash = rest.find('#');
     if (hash == npos) throw url_error{"no master name (add #<name>, the name the sentinels monitor)"};
     out.master_name = percent_decode(rest.substr(hash + 1), "master name");
@@ -317,21 +349,10 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
       if (!out.master.tls) out.master.tls.emplace();
       out.sentinel_tls = out.master.tls;
     }
-    auto slash = rest.find('/');
-    if (slash != npos) {
-      auto path = rest.substr(slash + 1);
-      if (path.find('/') != npos) throw url_error{"path \"/" + std::string(path) + "\" is not a database number"};
-      if (!path.empty()) out.master.database = parse_db(path);
-      rest = rest.substr(0, slash);
-    }
+    if (auto db = take_database(rest)) out.master.database = *db;
     if (rest.empty()) throw url_error{"no sentinel host"};
     out.sentinels = parse_hosts(rest, default_sentinel_port, "sentinel");
-  } catch (const url_error& e) {
-    ec = make_error_code(error::invalid_url);
-    if (why) *why = "invalid Sentinel URL \"" + masked(url) + "\": " + e.why;
-    return {};
-  }
-  return out;
+  });
 }
 
 sentinel_config parse_sentinel_url(std::string_view url) {
@@ -346,42 +367,18 @@ std::string sentinel_config::describe() const {
 }
 
 cluster_config parse_cluster_url(std::string_view url, std::error_code& ec, std::string* why) {
-  ec.clear();
-  cluster_config out;
-  try {
-    constexpr std::string_view plain = "redis://", secure = "rediss://";
-    const bool tls = url.substr(0, secure.size()) == secure;
-    if (!tls && url.substr(0, plain.size()) != plain) {
-      if (url.find("://") == npos) throw url_error{"no scheme (expected redis:// or rediss://)"};
-      throw url_error{"unknown scheme \"" + std::string(url.substr(0, url.find("://"))) +
-                      "\" (a cluster's URL is redis://host:port,host:port,... or rediss://...)"};
-    }
-    auto rest = url.substr(tls ? secure.size() : plain.size());
-    // The user info runs to the last '@' (see userinfo_end), and is shared
-    // by every node.
-    auto at = rest.rfind('@');
-    if (at != npos) {
-      take_credentials(rest.substr(0, at), out.node);
-      rest = rest.substr(at + 1);
-    }
+  return reporting<cluster_config>(url, ec, why, "Redis Cluster URL", [&](cluster_config& out) {
+    auto [tls, rest] = take_scheme(url, "redis://", "rediss://",
+                                   "a cluster's URL is redis://host:port,host:port,... or rediss://...");
+    take_shared_credentials(rest, out.node);
     if (tls) take_tls_query(rest, out.node.tls);
     if (auto q = rest.find_first_of("?#"); q != npos)
       throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
-    if (auto slash = rest.find('/'); slash != npos) {
-      auto path = rest.substr(slash + 1);
-      if (path.find('/') != npos) throw url_error{"path \"/" + std::string(path) + "\" is not a database number"};
-      if (!path.empty() && parse_db(path) != 0)
-        throw url_error{"database " + std::string(path) + ": a Redis Cluster has only database 0"};
-      rest = rest.substr(0, slash);
-    }
+    if (auto db = take_database(rest); db && *db != 0)
+      throw url_error{"database " + std::to_string(*db) + ": a Redis Cluster has only database 0"};
     if (rest.empty()) throw url_error{"no seed node"};
     out.seeds = parse_hosts(rest, default_tcp_port, "node");
-  } catch (const url_error& e) {
-    ec = make_error_code(error::invalid_url);
-    if (why) *why = "invalid Redis Cluster URL \"" + masked(url) + "\": " + e.why;
-    return {};
-  }
-  return out;
+  });
 }
 
 cluster_config parse_cluster_url(std::string_view url) {
