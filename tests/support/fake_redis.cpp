@@ -165,21 +165,14 @@ struct client {
 
 }  // namespace
 
-struct fake_redis::state {
-  std::uint16_t port = 0;
-  unique_fd listener;
-  detail::wake_pipe wake;
+struct fake_redis::state : detail::loopback_service {
   std::vector<char> buf = std::vector<char>(read_size);  // loop thread only
   std::list<client> clients;                             // loop thread only
 
   // Guarded by `m`; the loop takes it only briefly, never while it calls
   // the responder, so a responder may call commands() or set_responder().
-  mutable std::mutex m;
-  bool stopping = false;
   std::shared_ptr<const responder> respond;
   std::vector<std::vector<std::string>> log;
-
-  std::thread thread;
 
   void run();
   void accept_all();
@@ -295,23 +288,14 @@ void fake_redis::state::run() {
 
 fake_redis::fake_redis(responder r) : state_(std::make_unique<state>()) {
   state_->respond = std::make_shared<const responder>(std::move(r));
-  state_->listener = detail::listen_on_loopback(state_->port);
-  state_->thread = std::thread([s = state_.get()] { s->run(); });
+  state_->start([s = state_.get()] { s->run(); });
 }
 
-fake_redis::~fake_redis() {
-  {
-    std::lock_guard g(state_->m);
-    state_->stopping = true;
-  }
-  state_->wake.notify();
-  state_->thread.join();
-  // state_'s members close the listener, the pipe and every client.
-}
+fake_redis::~fake_redis() { state_->stop(); }  // its members close every client
 
 std::uint16_t fake_redis::port() const { return state_->port; }
 
-std::string fake_redis::url() const { return "redis://127.0.0.1:" + std::to_string(state_->port); }
+std::string fake_redis::url() const { return state_->url(); }
 
 void fake_redis::set_responder(responder r) {
   auto next = std::make_shared<const responder>(std::move(r));

@@ -138,27 +138,20 @@ bool flush(int fd, flow& f, steady::time_point now) {
 
 }  // namespace
 
-struct fault_proxy::state {
+struct fault_proxy::state : detail::loopback_service {
   std::uint16_t target = 0;
-  std::uint16_t port = 0;
-  unique_fd listener;
-  detail::wake_pipe wake;
   std::vector<char> buf = std::vector<char>(read_size);  // loop thread only
 
   // Everything below is guarded by `m`. The loop holds it except while it
   // sits in poll(), so a setting changed by the test thread is seen before
   // the loop acts on anything poll() reported.
-  mutable std::mutex m;
   std::condition_variable cut_done;
-  bool stopping = false;
   bool stalled_up = false, stalled_down = false;
   pace pace_up, pace_down;
   bool refusing = false;
   std::uint64_t cuts_asked = 0, cuts_made = 0;
   std::size_t accepted = 0;
   std::list<connection> conns;  // a list: the loop keeps pointers across poll()
-
-  std::thread thread;
 
   void run();
   void accept_all();
@@ -303,23 +296,14 @@ void fault_proxy::state::run() {
 
 fault_proxy::fault_proxy(std::uint16_t target_port) : state_(std::make_unique<state>()) {
   state_->target = target_port;
-  state_->listener = detail::listen_on_loopback(state_->port);
-  state_->thread = std::thread([s = state_.get()] { s->run(); });
+  state_->start([s = state_.get()] { s->run(); });
 }
 
-fault_proxy::~fault_proxy() {
-  {
-    std::lock_guard g(state_->m);
-    state_->stopping = true;
-  }
-  state_->wake.notify();
-  state_->thread.join();
-  // state_'s members close the listener, the pipe and every connection.
-}
+fault_proxy::~fault_proxy() { state_->stop(); }  // its members close every connection
 
 std::uint16_t fault_proxy::port() const { return state_->port; }
 
-std::string fault_proxy::url() const { return "redis://127.0.0.1:" + std::to_string(state_->port); }
+std::string fault_proxy::url() const { return state_->url(); }
 
 void fault_proxy::stall(direction d) {
   std::lock_guard g(state_->m);

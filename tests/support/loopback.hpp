@@ -1,9 +1,14 @@
 // Socket plumbing shared by fault_proxy and fake_redis: an owning file
-// descriptor, a listening socket on a free 127.0.0.1 port, and the self-pipe
-// that wakes a poll() loop when another thread changes its settings.
+// descriptor, a listening socket on a free 127.0.0.1 port, the self-pipe
+// that wakes a poll() loop when another thread changes its settings, and
+// the listener-and-thread life both are built on.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
 
 namespace dlock::test::detail {
 
@@ -47,6 +52,36 @@ class wake_pipe {
 
  private:
   unique_fd read_, write_;
+};
+
+/// A listener on a free loopback port, served by a poll() loop on a thread
+/// of its own: the part of fake_redis's and fault_proxy's state that starts
+/// and stops the same way. The loop polls `wake` and `listener`, and ends
+/// once it sees `stopping` (set under `m` by stop()).
+struct loopback_service {
+  std::uint16_t port = 0;
+  unique_fd listener;
+  wake_pipe wake;
+  mutable std::mutex m;
+  bool stopping = false;  // guarded by `m`
+  std::thread thread;
+
+  /// Listens, then runs `loop` on the service's thread.
+  template <class Loop>
+  void start(Loop loop) {
+    listener = listen_on_loopback(port);
+    thread = std::thread(std::move(loop));
+  }
+  /// Asks the loop to end and waits for it; the members close the rest.
+  void stop() {
+    {
+      std::lock_guard g(m);
+      stopping = true;
+    }
+    wake.notify();
+    thread.join();
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port); }
 };
 
 }  // namespace dlock::test::detail
