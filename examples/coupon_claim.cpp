@@ -16,18 +16,11 @@
 #include <system_error>
 #include <thread>
 
-#include <dlock/dlock.hpp>
-#include <support/polling.hpp>
-#include "example_redis.hpp"
+#include "tour.hpp"
 
 namespace {
 
-namespace o = dlock::ownership;
-namespace r = dlock::renewal;
-namespace w = dlock::wait;
-using namespace std::chrono_literals;
-using ms = std::chrono::milliseconds;
-using steady = std::chrono::steady_clock;
+using namespace dlock::examples::tour;
 using CouponLock = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
 
 // The article's times: a 30 s lease, a 10 s task, 5 s between tries. The

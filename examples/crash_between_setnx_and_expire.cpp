@@ -10,23 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <string>
 #include <utility>
 
-#include <dlock/dlock.hpp>
-#include <support/child_process.hpp>
-#include <support/polling.hpp>
-#include "example_redis.hpp"
+#include "tour.hpp"
 
 namespace {
 
-namespace o = dlock::ownership;
-namespace r = dlock::renewal;
-namespace w = dlock::wait;
-using namespace std::chrono_literals;
-using ms = std::chrono::milliseconds;
-using steady = std::chrono::steady_clock;
+using namespace dlock::examples::tour;
 using TwoCommandLock = dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::Spin>;  // A1b
 using OneCommandLock = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;  // A2
 
@@ -53,14 +44,9 @@ int crash_while_acquiring(const std::string& url, const std::string& design, con
 // Returns its exit status and the time it was seen dead.
 std::pair<int, steady::time_point> run_crasher(const std::string& url, const std::string& design,
                                                const std::string& name) {
-  auto self = std::filesystem::read_symlink("/proc/self/exe").string();
-  dlock::test::child_process crasher(self, {"--child-mode", url, design, name});
+  auto crasher = run_child_mode({url, design, name});
   int status = crasher.wait();
   return {status, steady::now()};
-}
-
-long long pttl(dlock::RedisBackend& redis, const std::string& name) {
-  return redis.command(dlock::redis::request().push("PTTL", name)).integer;
 }
 
 }  // namespace
@@ -81,11 +67,7 @@ int main(int argc, char** argv) try {
               static_cast<long long>(lease.count()), two_key.c_str());
   std::printf("  the key is there with PTTL %lld: the lease never reached Redis.\n", two_ttl);
   TwoCommandLock two(redis, two_key, {}, r::FixedLease{lease}, w::Spin{dlock::test::scaled(20ms)});
-  bool two_freed = false;
-  if (auto hold = two.try_acquire_for(wait)) {
-    two_freed = true;
-    hold->release();
-  }
+  bool two_freed = taken_within(two, wait);
   std::printf("  another client waited %lld ms, three times that lease, and %s.\n", static_cast<long long>(wait.count()),
               two_freed ? "got the lock" : "never got the lock: it is A1's stuck lock again");
   redis.command(dlock::redis::request().push("DEL", two_key));  // clean up by hand, as an operator would

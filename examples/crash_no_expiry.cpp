@@ -8,24 +8,15 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
-#include <dlock/dlock.hpp>
-#include <support/child_process.hpp>
-#include <support/polling.hpp>
-#include "example_redis.hpp"
+#include "tour.hpp"
 
 namespace {
 
-namespace o = dlock::ownership;
-namespace r = dlock::renewal;
-namespace w = dlock::wait;
-using namespace std::chrono_literals;
-using ms = std::chrono::milliseconds;
-using steady = std::chrono::steady_clock;
+using namespace dlock::examples::tour;
 using BareLock = dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::Spin>;         // A1
 using LeasedLock = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;  // A2
 
@@ -45,14 +36,9 @@ int hold_until_killed(const std::string& url, const std::string& name, typename 
 // Runs this program again as the holder of `name`, waits until it holds the
 // lock, then kills it with SIGKILL: no release, no cleanup.
 void crash_a_holder(const std::string& url, const std::string& design, const std::string& name) {
-  auto self = std::filesystem::read_symlink("/proc/self/exe").string();
-  dlock::test::child_process holder(self, {"--child-mode", url, design, name});
+  auto holder = run_child_mode({url, design, name});
   if (holder.read_line() != "acquired") throw std::runtime_error("the holder process did not take " + name);
   holder.kill();
-}
-
-long long pttl(dlock::RedisBackend& redis, const std::string& name) {
-  return redis.command(dlock::redis::request().push("PTTL", name)).integer;
 }
 
 }  // namespace
@@ -75,11 +61,7 @@ int main(int argc, char** argv) try {
   std::printf("  the key is still there, PTTL %lld: it has no expiry, nothing will ever delete it.\n", bare_ttl);
   BareLock bare(redis, bare_key, {}, {}, w::Spin{dlock::test::scaled(20ms)});
   const ms wait = lease * 3;
-  bool bare_freed = false;
-  if (auto hold = bare.try_acquire_for(wait)) {
-    bare_freed = true;
-    hold->release();
-  }
+  bool bare_freed = taken_within(bare, wait);
   std::printf("  another client waited %lld ms (three leases of the fix below) and %s.\n",
               static_cast<long long>(wait.count()), bare_freed ? "got the lock" : "never got the lock");
   redis.command(dlock::redis::request().push("DEL", bare_key));

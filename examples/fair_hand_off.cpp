@@ -20,15 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include <dlock/dlock.hpp>
 #include <support/hold_history.hpp>
-#include <support/polling.hpp>
-#include "example_redis.hpp"
+#include "tour.hpp"
 
-using namespace std::chrono_literals;
-namespace o = dlock::ownership;
-namespace r = dlock::renewal;
-namespace w = dlock::wait;
+using namespace dlock::examples::tour;
 using dlock::test::monotonic_ns;
 using dlock::test::scaled;
 

@@ -16,16 +16,11 @@
 #include <string>
 #include <thread>
 
-#include <dlock/dlock.hpp>
 #include <support/hold_history.hpp>
-#include <support/polling.hpp>
-#include "example_redis.hpp"
+#include "tour.hpp"
 
-using namespace std::chrono_literals;
+using namespace dlock::examples::tour;
 using std::chrono::milliseconds;
-namespace o = dlock::ownership;
-namespace r = dlock::renewal;
-namespace w = dlock::wait;
 using dlock::test::monotonic_ns;
 using dlock::test::scaled;
 
