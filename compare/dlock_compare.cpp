@@ -32,24 +32,12 @@
 #include "options.hpp"
 #include "reference.hpp"
 #include "report.hpp"
+#include "run_plan.hpp"
 #include "tls_phase.hpp"
-#include "build_info.hpp"
 
 namespace {
 
 using namespace dlock::compare;
-
-// The article algorithm a combination reproduces (docs/algorithms.md names
-// them). A policy this table does not know is shown as a custom one.
-std::string reproduces(std::string_view ownership, std::string_view renewal) {
-  if (ownership == "setnx") return renewal == "none" ? "A1" : "A1b";
-  if (ownership == "token") return renewal == "none" ? "A2n" : renewal == "fixed" ? "A2" : "A2+watchdog";
-  if (ownership == "hash") return renewal == "watchdog" ? "A4" : "A4 fixed lease";
-  if (ownership == "getset") return "A3";
-  if (ownership == "naive") return "A3n";
-  if (ownership == "queue") return renewal == "watchdog" ? "FIFO+watchdog" : "FIFO";
-  return "custom";
-}
 
 // The names of the combinations that pass the filter, in list order.
 std::vector<std::string> selected(const options& o) {
@@ -59,81 +47,6 @@ std::vector<std::string> selected(const options& o) {
     if (matches(o.filter, L::combination_name())) names.push_back(L::combination_name());
   });
   return names;
-}
-
-std::string compiler() {
-#if defined(__clang__)
-  return "clang " __clang_version__;
-#elif defined(__GNUC__)
-  return "g++ " __VERSION__;
-#else
-  return "unknown";
-#endif
-}
-
-std::string info_field(dlock::RedisBackend& redis, const std::string& section, const std::string& field) {
-  auto text = redis.command(dlock::redis::request().push("INFO", section)).str;
-  auto at = text.find(field + ":");
-  if (at == std::string::npos) return "unknown";
-  auto end = text.find_first_of("\r\n", at);
-  return text.substr(at + field.size() + 1, end - at - field.size() - 1);
-}
-
-// Deletes every key of the run on a shared server: the locks, named
-// `prefix...`, and their companion keys (release and acquire markers),
-// named `{prefix...}:...` so that they share the lock's cluster slot.
-// Returns how many it deleted.
-std::size_t delete_keys(dlock::RedisBackend& redis, const std::string& prefix) {
-  std::size_t deleted = 0;
-  for (const auto& pattern : {prefix + "*", "{" + prefix + "*"}) {
-    std::string cursor = "0";
-    do {
-      auto r = redis.command(dlock::redis::request().push("SCAN", cursor, "MATCH", pattern, "COUNT", 1000));
-      if (r.elements.size() != 2) throw std::runtime_error("SCAN answered with something other than [cursor, keys]");
-      cursor = r.elements[0].str;
-      for (auto& k : r.elements[1].elements)
-        deleted += static_cast<std::size_t>(redis.command(dlock::redis::request().push("DEL", k.str)).integer);
-    } while (cursor != "0");
-  }
-  return deleted;
-}
-
-// Progress on stderr: what runs now, the time so far, and an estimate of
-// what is left (from the average so far).
-class progress {
- public:
-  explicit progress(std::size_t total) : total_(total), start_(clock::now()) {}
-  void step(std::size_t i, const std::string& what) const {
-    double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
-    double left = i ? elapsed / static_cast<double>(i) * static_cast<double>(total_ - i) : 0;
-    std::fprintf(stderr, "[%zu/%zu] %s (%.1f s elapsed%s)\n", i + 1, total_, what.c_str(), elapsed,
-                 i ? (", about " + std::to_string(static_cast<int>(left + 0.5)) + " s left").c_str() : "");
-  }
-
- private:
-  std::size_t total_;
-  clock::time_point start_;
-};
-
-struct counts {
-  int ping, cycles, pairs;  // pairs: alternating blocks of a row's cycles and redis-py's
-  std::vector<int> workers;  // contention runs
-  std::chrono::milliseconds contention, start_delay;
-  std::chrono::milliseconds fault_lease;
-  int failover_runs;  // runs of each act of seed 003's story (--backend sentinel)
-};
-counts counts_for(depth d) {
-  using std::chrono::milliseconds;
-  switch (d) {
-    case depth::quick: return {300, 100, 3, {2, 8}, milliseconds(250), milliseconds(200), milliseconds(300), 1};
-    case depth::thorough:
-      return {20000, 5000, 5, {2, 8, 32}, milliseconds(3000), milliseconds(500), milliseconds(2000), 20};
-    default: return {3000, 1000, 5, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000), 3};
-  }
-}
-
-bool has(const std::vector<std::string>& list, const std::string& what) {
-  return std::find(list.begin(), list.end(), what) != list.end();
 }
 
 // --backend tls: see tls_phase.hpp.
@@ -267,23 +180,98 @@ int worker_main(const std::vector<std::string_view>& args) {
   return found ? 0 : 2;
 }
 
+// The uncontended phase, pinned (redis-py's process, started here, inherits
+// it): the run's PING, the unit of the contention figures, then every
+// selected combination's cycle alternating with redis-py's. Fills `rows`
+// (one per combination) and the reference's cycle.
+void uncontended_phase(const options& o, const counts& n, dlock::RedisBackend& redis, int server_pid,
+                       const std::string& prefix, const std::string& self, reference_plan& plan, environment& env,
+                       std::vector<combination_result>& rows, reference_result& ref, progress& bar) {
+  dlock::test::pinned pin(o.placement, server_pid);
+  env.placement = std::string(dlock::test::placement_name(o.placement)) + " (" + pin.describe() + ")";
+  std::fprintf(stderr, "uncontended phase: placement %s\n", env.placement.c_str());
+  std::fprintf(stderr, "measuring the PING round trip (%d samples)\n", n.ping);
+  env.ping = ping(redis, n.ping);
+  plan.ping_us = env.ping.p50_us;
+  // First the reference: a reader sees at once whether it runs.
+  std::unique_ptr<dlock::test::redis_py_lock> py;
+  ref = start_redis_py(self, plan, py);
+  if (!ref.skipped.empty()) std::fprintf(stderr, "redis-py's Lock is not measured: %s\n", ref.skipped.c_str());
+  reference_cycles ref_cycles{py.get(), {}, {}};
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (!matches(o.filter, L::combination_name())) return;
+    bar.step(L::combination_name() + ": uncontended cycle, " + std::to_string(n.cycles) + " samples" +
+             (py ? ", alternating with redis-py's" : ""));
+    combination_result r;
+    r.name = L::combination_name();
+    r.ownership = L::ownership_type::policy_name;
+    r.renewal = L::renewal_type::policy_name;
+    r.wait = L::wait_type::policy_name;
+    r.reproduces = reproduces(r.ownership, r.renewal);
+    try {
+      uncontended<L>(redis, prefix + "uncontended:" + r.name, n.cycles, n.pairs, r, ref_cycles);
+    } catch (const std::system_error& e) {
+      throw std::runtime_error(r.name + ": " + e.what());
+    }
+    rows.push_back(std::move(r));
+  });
+  if (ref.skipped.empty()) {
+    ref.row.uncontended = percentiles(ref_cycles.samples);
+    ref.row.ping = percentiles(ref_cycles.pings);
+  }
+}
+
+// Contention, unpinned (the workers' processes spread over the CPUs): each
+// row's runs with every worker count.
+void contention_phase(const options& o, const counts& n, dlock::RedisBackend& redis, const std::string& url,
+                      const std::string& prefix, const std::string& self, double ping_us,
+                      std::vector<combination_result>& rows, progress& bar) {
+  std::size_t row = 0;
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (!matches(o.filter, L::combination_name())) return;
+    auto& r = rows[row++];
+    try {
+      for (int w : n.workers) {
+        bar.step(r.name + ": " + std::to_string(w) + " workers in 2 processes for " +
+                 std::to_string(n.contention.count()) + " ms");
+        r.contention.push_back(contend_combination<L>(
+            redis, self, url, prefix + "contended:" + r.name + ":" + std::to_string(w), w, n, ping_us));
+      }
+    } catch (const std::system_error& e) {
+      throw std::runtime_error(r.name + ": " + e.what());
+    }
+  });
+}
+
+// The fault stories: once per ownership and renewal pair, with the first
+// combination of the pair whose wait retries.
+std::vector<fault_result> fault_phase(const options& o, const counts& n, dlock::RedisBackend& redis,
+                                      const std::string& url, const std::string& prefix, const std::string& self) {
+  std::vector<fault_result> faults;
+  std::set<std::string> pairs;
+  dlock::combinations::for_each([&](auto type) {
+    using L = typename decltype(type)::type;
+    if (!matches(o.filter, L::combination_name())) return;
+    if constexpr (!std::is_same_v<typename L::wait_type, dlock::wait::TryOnce>) {
+      auto pair = std::string(L::ownership_type::policy_name) + "/" + L::renewal_type::policy_name;
+      if (!pairs.insert(pair).second) return;
+      std::fprintf(stderr, "fault stories: %s (as %s)\n", pair.c_str(), L::combination_name().c_str());
+      faults.push_back(fault_stories<L>(redis, self, url, prefix + "faults:" + pair, n.fault_lease));
+    }
+  });
+  return faults;
+}
+
 int run(const options& o) {
-  auto n = counts_for(o.how);
-  if (o.seconds > 0) n.contention = std::chrono::milliseconds(static_cast<long long>(o.seconds * 1000 + 0.5));
+  const auto n = counts_for(o);
   if (!has(o.backends, "single")) {
     // Only the backends phase.
     auto backends = run_backends(o, n);
     std::printf("%s", backends_table(backends).c_str());
-    std::filesystem::create_directories(o.out_dir);
-    auto path = std::filesystem::path(o.out_dir) / "compare.json";
-    environment env;
-    env.cpu_count = std::thread::hardware_concurrency();
-    env.compiler = compiler();
-    env.dlock_version = DLOCK_VERSION;
-    env.git_commit = dlock::compare::git_commit();
-    env.depth = o.how == depth::quick ? "quick" : o.how == depth::thorough ? "thorough" : "normal";
-    std::ofstream(path) << json(env, {}, reference_result{"", "only other backends than single ran", {}}, {}, backends);
-    std::fprintf(stderr, "wrote %s\n", path.c_str());
+    write_json(o.out_dir, json(base_environment(o), {}, reference_result{"", "only other backends than single ran", {}},
+                               {}, backends));
     return 0;
   }
   std::optional<dlock::test::redis_server> private_server;
@@ -302,110 +290,30 @@ int run(const options& o) {
   dlock::RedisBackend redis(url);
   // Every key of the run lives under one prefix, deleted at the end.
   const std::string prefix = "dlock-compare:" + dlock::detail::random_hex(6) + ":";
-
-  environment env;
+  environment env = base_environment(o);
   env.redis_version = info_field(redis, "server", "redis_version");
   env.redis_target = target;
-  env.cpu_count = std::thread::hardware_concurrency();
-  env.compiler = compiler();
-  env.dlock_version = DLOCK_VERSION;
-  env.git_commit = dlock::compare::git_commit();
-  env.depth = o.how == depth::quick ? "quick" : o.how == depth::thorough ? "thorough" : "normal";
 
   // This program, run again as --worker and --hold child processes.
   const auto self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto names = selected(o);
   // Python takes longer to start than this program (its interpreter, then
   // redis-py): its workers get a longer head start.
   const auto python_start = std::max(n.start_delay, std::chrono::milliseconds(2000));
   reference_plan plan{url, prefix, n.workers, {n.contention, python_start}, 0};
-  progress bar(names.size() * (1 + n.workers.size()) + reference_steps(plan));
-  std::size_t i = 0;
-  auto step = [&](const std::string& what) { bar.step(i++, what); };
+  progress bar(selected(o).size() * (1 + n.workers.size()) + reference_steps(plan));
   std::vector<combination_result> rows;
   reference_result ref;
-  {
-    // The uncontended phase, pinned (redis-py's process, started here,
-    // inherits it). First the reference: a reader sees at once whether it
-    // runs. Its cycles alternate with every row's.
-    dlock::test::pinned pin(o.placement, private_server ? private_server->pid() : -1);
-    env.placement = std::string(dlock::test::placement_name(o.placement)) + " (" + pin.describe() + ")";
-    std::fprintf(stderr, "uncontended phase: placement %s\n", env.placement.c_str());
-    // The run's PING, the unit of the contention figures: pinned as well,
-    // so that it means the same from one run to the next.
-    std::fprintf(stderr, "measuring the PING round trip (%d samples)\n", n.ping);
-    env.ping = ping(redis, n.ping);
-    plan.ping_us = env.ping.p50_us;
-    std::unique_ptr<dlock::test::redis_py_lock> py;
-    ref = start_redis_py(self, plan, py);
-    if (!ref.skipped.empty()) std::fprintf(stderr, "redis-py's Lock is not measured: %s\n", ref.skipped.c_str());
-    reference_cycles ref_cycles{py.get(), {}, {}};
-    dlock::combinations::for_each([&](auto type) {
-      using L = typename decltype(type)::type;
-      if (!matches(o.filter, L::combination_name())) return;
-      step(L::combination_name() + ": uncontended cycle, " + std::to_string(n.cycles) + " samples" +
-           (py ? ", alternating with redis-py's" : ""));
-      combination_result r;
-      r.name = L::combination_name();
-      r.ownership = L::ownership_type::policy_name;
-      r.renewal = L::renewal_type::policy_name;
-      r.wait = L::wait_type::policy_name;
-      r.reproduces = reproduces(r.ownership, r.renewal);
-      try {
-        uncontended<L>(redis, prefix + "uncontended:" + r.name, n.cycles, n.pairs, r, ref_cycles);
-      } catch (const std::system_error& e) {
-        throw std::runtime_error(r.name + ": " + e.what());
-      }
-      rows.push_back(std::move(r));
-    });
-    if (ref.skipped.empty()) {
-      ref.row.uncontended = percentiles(ref_cycles.samples);
-      ref.row.ping = percentiles(ref_cycles.pings);
-    }
-  }
-  // Contention, unpinned: the workers' processes spread over the CPUs.
-  if (ref.skipped.empty()) contend_redis_py(redis, self, plan, ref, step);
-  std::size_t row = 0;
-  dlock::combinations::for_each([&](auto type) {
-    using L = typename decltype(type)::type;
-    if (!matches(o.filter, L::combination_name())) return;
-    auto& r = rows[row++];
-    try {
-      for (int w : n.workers) {
-        step(r.name + ": " + std::to_string(w) + " workers in 2 processes for " + std::to_string(n.contention.count()) +
-             " ms");
-        r.contention.push_back(contend_combination<L>(redis, self, url,
-                                                      prefix + "contended:" + r.name + ":" + std::to_string(w), w, n,
-                                                      env.ping.p50_us));
-      }
-    } catch (const std::system_error& e) {
-      throw std::runtime_error(r.name + ": " + e.what());
-    }
-  });
-  // The fault stories: once per ownership and renewal pair, with the first
-  // combination of the pair whose wait retries.
-  std::vector<fault_result> faults;
-  std::set<std::string> pairs;
-  dlock::combinations::for_each([&](auto type) {
-    using L = typename decltype(type)::type;
-    if (!matches(o.filter, L::combination_name())) return;
-    if constexpr (!std::is_same_v<typename L::wait_type, dlock::wait::TryOnce>) {
-      auto pair = std::string(L::ownership_type::policy_name) + "/" + L::renewal_type::policy_name;
-      if (!pairs.insert(pair).second) return;
-      std::fprintf(stderr, "fault stories: %s (as %s)\n", pair.c_str(), L::combination_name().c_str());
-      faults.push_back(fault_stories<L>(redis, self, url, prefix + "faults:" + pair, n.fault_lease));
-    }
-  });
+  uncontended_phase(o, n, redis, private_server ? private_server->pid() : -1, prefix, self, plan, env, rows, ref, bar);
+  if (ref.skipped.empty()) contend_redis_py(redis, self, plan, ref, [&](const std::string& what) { bar.step(what); });
+  contention_phase(o, n, redis, url, prefix, self, env.ping.p50_us, rows, bar);
+  auto faults = fault_phase(o, n, redis, url, prefix, self);
   auto deleted = delete_keys(redis, prefix);
   if (!private_server) std::fprintf(stderr, "deleted the run's %zu keys (%s*)\n", deleted, prefix.c_str());
   auto backends = run_backends(o, n);
 
   std::printf("%s", table(env, rows, ref, faults).c_str());
   std::printf("%s", backends_table(backends).c_str());
-  std::filesystem::create_directories(o.out_dir);
-  auto path = std::filesystem::path(o.out_dir) / "compare.json";
-  std::ofstream(path) << json(env, rows, ref, faults, backends);
-  std::fprintf(stderr, "wrote %s\n", path.c_str());
+  write_json(o.out_dir, json(env, rows, ref, faults, backends));
   return 0;
 }
 

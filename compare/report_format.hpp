@@ -1,0 +1,64 @@
+// How dlock-compare's reports write numbers and text: printf-style figures,
+// JSON strings and numbers, a latency and a contention run as JSON, padded
+// table cells. Shared by report.cpp (the main table) and
+// report_backends.cpp (the backends').
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "report.hpp"
+
+namespace dlock::compare::format {
+
+inline std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+inline std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt("\\u%04x", static_cast<unsigned char>(c));
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+inline std::string number(double v) { return std::isfinite(v) ? fmt("%.3f", v) : "null"; }
+
+inline std::string latency_json(const latency& l, double ping_us) {
+  std::string out = "{\"p50_us\": " + number(l.p50_us) + ", \"p99_us\": " + number(l.p99_us);
+  if (ping_us > 0)
+    out += ", \"p50_ping\": " + number(l.p50_us / ping_us) + ", \"p99_ping\": " + number(l.p99_us / ping_us);
+  return out + ", \"samples\": " + std::to_string(l.samples) + "}";
+}
+
+inline std::string padded(std::string s, std::size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+
+inline std::string contention_json(const contention_result& c, double ping_us) {
+  return "{\"workers\": " + std::to_string(c.workers) + ", \"seconds\": " + number(c.seconds) +
+         ", \"cycles\": " + std::to_string(c.cycles) + ", \"cycles_per_s\": " + number(c.cycles_per_s) +
+         ", \"handoffs_per_s\": " + number(c.handoffs_per_s) +
+         ", \"handoff\": " + latency_json(c.handoff, ping_us) + ", \"most\": " + std::to_string(c.most) +
+         ", \"fewest\": " + std::to_string(c.fewest) +
+         ", \"commands_per_acquisition\": " + number(c.commands_per_acquisition) +
+         ", \"overlaps\": " + std::to_string(c.overlaps) + ", \"lost_updates\": " + std::to_string(c.lost_updates) +
+         ", \"errors\": " + std::to_string(c.errors) + "}";
+}
+
+}  // namespace dlock::compare::format
