@@ -19,7 +19,7 @@
 #include <boost/asio/post.hpp>
 
 #include <dlock/dlock.hpp>
-#include <dlock/detail/key_slot.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::examples {
 
@@ -41,7 +41,7 @@ class ShardedBackend {
   ShardedBackend& operator=(const ShardedBackend&) = delete;
 
   /// The server that holds `key`.
-  RedisBackend& shard_for(std::string_view key) const { return *shards_[detail::key_slot(key) % shards_.size()]; }
+  RedisBackend& shard_for(std::string_view key) const { return *shards_[ext::key_slot(key) % shards_.size()]; }
   std::size_t shards() const noexcept { return shards_.size(); }
   RedisBackend& shard(std::size_t i) const { return *shards_.at(i); }
 
@@ -103,7 +103,7 @@ class ShardedBackend {
               g->out[i].reply = crossslot();
               continue;
             }
-            auto s = calls[i].keys.empty() ? 0 : detail::key_slot(calls[i].keys.front()) % shards_.size();
+            auto s = calls[i].keys.empty() ? 0 : ext::key_slot(calls[i].keys.front()) % shards_.size();
             share[s].push_back(std::move(calls[i]));
             where[s].push_back(i);
           }
@@ -148,7 +148,7 @@ class ShardedBackend {
  private:
   static bool one_slot(const std::vector<std::string>& keys) {
     for (auto& k : keys)
-      if (detail::key_slot(k) != detail::key_slot(keys.front())) return false;
+      if (ext::key_slot(k) != ext::key_slot(keys.front())) return false;
     return true;
   }
   static redis::value crossslot() {

@@ -8,9 +8,12 @@
 #include <dlock/detail/commands.hpp>
 #include <dlock/detail/fencing.hpp>
 #include <dlock/detail/hold_record.hpp>
+#include <dlock/detail/key_slot.hpp>
 #include <dlock/detail/publishing.hpp>
+#include <dlock/detail/random.hpp>
 #include <dlock/detail/release_memory.hpp>
 #include <dlock/detail/sleep.hpp>
+#include <dlock/detail/through_function.hpp>
 #include <dlock/keepers.hpp>
 
 namespace dlock::ext {
@@ -48,8 +51,20 @@ using detail::exec;     // a pipeline, one reply per command
 using detail::acknowledged_eval;
 using detail::acknowledged_exec;
 // Keeping the server's words of a server_error for the lock's message.
-using detail::note;     // note(rec, ec, reply): after a command or script
-using detail::refused;  // refused(rec, reply): one error reply of a pipeline, as server_error
+using detail::note;               // note(rec, ec, reply): after a command or script
+using detail::refused;            // refused(rec, reply): one error reply of a pipeline, as server_error
+using detail::words_for;          // words_for(ec, words): the words when ec is server_error, else ""
+using detail::with_server_reply;  // with_server_reply(what, words): "what (Redis replied: words)", cut at 512 bytes
+
+// Keys: where a key lives on a cluster, and companions in the lock's slot.
+using detail::key_slot;       // the cluster slot of a key (0 to 16383), hash tags honoured
+using detail::same_slot_key;  // same_slot_key(name, suffix): "<name-or-tag>:<suffix>" in name's slot
+
+// Ids. Owner tokens must be unguessable: random_hex(16) is 128 bits from a
+// CSPRNG keyed by the OS (re-keyed after fork). unique_id() is unique but
+// guessable: for names of short-lived marker keys only.
+using detail::random_hex;
+using detail::unique_id;
 
 // Fencing tokens (see dlock::fencing_tokens).
 using detail::fence_arg;  // a fencing setting as a script argument: its idle ms, "0" when off
@@ -71,5 +86,9 @@ using detail::read_extend_reply;  // an extend script's usual reply: 1 renewed, 
 
 // Waiting.
 using detail::sleep_until;  // a cancellable sleep until a steady time point
+
+// Writing a backend.
+using detail::initiate_through_function;  // an Asio operation completed through a std::function callback
+using redis::detail::call_results;         // a batch's replies (or its one error) as one call_result per call
 
 }  // namespace dlock::ext

@@ -119,11 +119,12 @@ class Hold {
 
   /// Releases asynchronously. Completion signature: `void(error_code)`, as
   /// release(); an empty hold completes with not_owner. The hold must stay
-  /// alive until completion. Cancellation: not supported (a release is one
-  /// command).
+  /// alive until completion. Cancellation: ignored, as by
+  /// Lock::async_release (the release runs to its end and completes with
+  /// its own outcome).
   template <class CompletionToken>
   auto async_release(CompletionToken&& token) {
-    return LockType::async_release(lock_, *this, std::forward<CompletionToken>(token));
+    return LockType::initiate_release(lock_, *this, std::forward<CompletionToken>(token));
   }
 
   /// The owner: the id given to the async interface, or the thread number

@@ -9,7 +9,7 @@
 
 #include <dlock/detail/hold_record.hpp>
 #include <dlock/detail/lease_watch.hpp>
-#include <dlock/renewal/detail/renewal_service.hpp>
+#include <dlock/detail/renewal_service.hpp>
 
 namespace dlock::keepers {
 

@@ -131,10 +131,7 @@ class Lock {
   /// thread holds a non-reentrant lock), outcome_unknown, connection errors,
   /// server_error (its message quotes the server: "NOPERM ..." for an ACL
   /// refusal). The error-code overloads give the code alone.
-  void lock() {
-    auto r = acquire_blocking(thread_owner(), detail::steady::time_point::max());
-    if (r.ec) throw std::system_error(r.ec, describe("lock", r.server_reply));
-  }
+  void lock();
 
   /// One try. False when held by someone else; throws on other errors.
   bool try_lock() { return try_lock_until_steady(detail::steady::now()); }
@@ -154,19 +151,7 @@ class Lock {
   /// Releases one hold of the calling thread. Never throws (std::unique_lock
   /// calls it from a destructor): a failure goes to the error handler. Use
   /// unlock(ec) to see it.
-  void unlock() noexcept {
-    try {
-      auto r = release_blocking(thread_owner(), nullptr, {}, false);
-      if (r.ec) report(r.ec, "unlock", r.server_reply);
-    } catch (...) {
-      std::string what = "unlock";  // fits without allocating
-      try {
-        what += ": " + detail::background_work::describe(std::current_exception());
-      } catch (...) {  // out of memory: reported without the description
-      }
-      report(make_error_code(error::unexpected_exception), what);
-    }
-  }
+  void unlock() noexcept;
 
   /// As unlock(), reporting not_owner (this thread holds nothing),
   /// lease_lost, outcome_unknown, connection errors, or would_deadlock (on
@@ -180,13 +165,7 @@ class Lock {
   // ---- handles: owned by the calling thread ------------------------------
 
   /// Waits as lock() does and returns the hold. Throws as lock().
-  hold_type acquire() {
-    std::error_code ec;
-    std::string server_reply;
-    auto h = acquire_hold_blocking(detail::steady::time_point::max(), ec, &server_reply);
-    if (ec) throw std::system_error(ec, describe("acquire", server_reply));
-    return std::move(*h);
-  }
+  hold_type acquire();
 
   /// As acquire(), reporting every failure through `ec` (an empty optional
   /// then). Still throws std::logic_error on a thread that runs the
@@ -207,12 +186,7 @@ class Lock {
   /// the lock stayed held; throws std::system_error on anything else.
   template <class Rep, class Period>
   std::optional<hold_type> try_acquire_for(const std::chrono::duration<Rep, Period>& d) {
-    std::error_code ec;
-    std::string server_reply;
-    auto h = acquire_hold_blocking(detail::deadline_after(d), ec, &server_reply);
-    if (ec == error::not_acquired) return std::nullopt;
-    if (ec) throw std::system_error(ec, describe("acquire", server_reply));
-    return h;
+    return try_acquire_until_steady(detail::deadline_after(d));
   }
 
   /// As above, reporting every failure (not_acquired too) through `ec`.
@@ -273,9 +247,16 @@ class Lock {
   /// Releases `hold` (which must outlive the operation). Completion
   /// signature: `void(error_code)`, with the errors of Hold::release(); after
   /// outcome_unknown or a connection error the hold stays releasable.
+  ///
+  /// Cancellation (terminal, partial or total): ignored. A release runs to
+  /// its end and completes with its own outcome, as if no cancellation had
+  /// been asked for: once its command may have left, stopping it would
+  /// leave the caller not knowing whether the lock is still held. (It is
+  /// bounded by the backend's command timeout, which ends it with
+  /// outcome_unknown.)
   template <class CompletionToken>
   auto async_release(hold_type& hold, CompletionToken&& token) {
-    return async_release(this, hold, std::forward<CompletionToken>(token));
+    return initiate_release(this, hold, std::forward<CompletionToken>(token));
   }
 
   /// Where failures that cannot throw go (unlock(), ~Hold, ~Lock). The
@@ -329,41 +310,13 @@ class Lock {
     return detail::with_server_reply(std::string(what) + " '" + name_ + "'", server_reply);
   }
 
-  // One owner of this lock object: its hold (if any) and the gate its
-  // acquire tries and releases pass one at a time.
-  struct owner_entry {
-    detail::owner_gate gate;
-    std::shared_ptr<record_type> rec;  // the current hold; null when none (mutex_)
-    std::string pending_release;  // the std interface's release to retry (mutex_)
-    int users = 0;                // operations using this entry (mutex_)
-  };
+  // One owner of this lock object, and a use of it (defined in lock.ipp).
+  struct owner_entry;
+  class entry_use;
 
-  // Keeps an owner entry in owners_ while an operation uses it.
-  class entry_use {
-   public:
-    entry_use(Lock* lock, std::string key, bool create);
-    ~entry_use();
-    entry_use(const entry_use&) = delete;
-    entry_use& operator=(const entry_use&) = delete;
-    owner_entry* operator->() const noexcept { return entry_.get(); }
-    owner_entry& operator*() const noexcept { return *entry_; }
-    explicit operator bool() const noexcept { return entry_ != nullptr; }
-
-   private:
-    Lock* lock_;
-    std::string key_;
-    std::shared_ptr<owner_entry> entry_;
-  };
-
-  int held_count(const std::string& key) const {
-    std::lock_guard g(mutex_);
-    auto it = owners_.find(key);
-    return it == owners_.end() || !it->second->rec ? 0 : it->second->rec->hold_count;
-  }
-  int held_count(const std::shared_ptr<owner_entry>& entry) const {
-    std::lock_guard g(mutex_);
-    return entry->rec ? entry->rec->hold_count : 0;
-  }
+  // The hold count of an owner (by key or entry): 0 when it holds nothing.
+  int held_count(const std::string& key) const;
+  int held_count(const std::shared_ptr<owner_entry>& entry) const;
 
   std::shared_ptr<record_type> make_record(const std::string& key) const;
 
@@ -377,16 +330,25 @@ class Lock {
   asio::awaitable<std::pair<error_code, attempt>> try_once(record_type& rec);
   // Releases a hold just won by an acquire whose caller cancelled it;
   // completes with operation_aborted.
-  asio::awaitable<acquire_result> give_back(record_type& rec);
+  asio::awaitable<acquire_result> release_cancelled_win(record_type& rec);
   // Runs the ownership's release for a hold the caller is not given (a
   // refusal's words are left on `rec`).
   asio::awaitable<error_code> release_won(record_type& rec);
   // Whether a win needs settling: fencing on, or acknowledgement on.
   bool settling() const;
-  // A win counts once it has its fencing token (fencing on) and enough
-  // replicas acknowledged it (acknowledgement on); if not, it was given
-  // back or found gone.
-  asio::awaitable<std::pair<error_code, bool>> settle_win(record_type& rec);
+  // What settling a win found: an error (with the server's words), or
+  // whether the win counts (if not, it was given back or found gone).
+  struct settled_win {
+    error_code ec;
+    bool kept = true;
+    std::string server_reply;
+  };
+  // Settles a won try or grant, the one place a win is settled: it counts
+  // once it has its fencing token (fencing on) and enough replicas
+  // acknowledged it (acknowledgement on). Kept at once when neither is on.
+  asio::awaitable<settled_win> settle_win(record_type& rec);
+  // settle_win's work: the fencing token, then the replicas' acknowledgement.
+  asio::awaitable<std::pair<error_code, bool>> fence_and_acknowledge(record_type& rec);
   // With replica acknowledgement on: whether a won try may count (enough
   // replicas acknowledged its write); if not, the lock was given back.
   asio::awaitable<std::pair<error_code, bool>> keep_if_acknowledged(record_type& rec);
@@ -416,13 +378,13 @@ class Lock {
   // Hold::async_release and Lock::async_release: an empty hold completes
   // with not_owner.
   template <class CompletionToken>
-  static auto async_release(Lock* lock, hold_type& hold, CompletionToken&& token);
+  static auto initiate_release(Lock* lock, hold_type& hold, CompletionToken&& token);
 
   asio::awaitable<std::tuple<error_code>> release_hold(hold_type& hold);
 
   // After a release attempt: keep the hold (and its release id) if it may
   // be retried, else empty it.
-  static void settle(hold_type& hold, const error_code& ec, std::string id);
+  static void conclude_release(hold_type& hold, const error_code& ec, std::string id);
 
   template <class CompletionToken>
   auto async_acquire_until_steady(std::string owner_id, detail::steady::time_point deadline, CompletionToken&& token) {
@@ -446,6 +408,7 @@ class Lock {
   T run_blocking(asio::awaitable<T> op);
 
   bool try_lock_until_steady(detail::steady::time_point deadline);
+  std::optional<hold_type> try_acquire_until_steady(detail::steady::time_point deadline);
 
   // Never throws for a blocking-thread mistake: unlock() is noexcept and
   // destructors call this; they report would_deadlock instead.
@@ -482,5 +445,6 @@ class Lock {
 }  // namespace dlock
 
 #include <dlock/impl/lock.ipp>
+#include <dlock/impl/release.ipp>
 #include <dlock/impl/blocking.ipp>
 #include <dlock/impl/settle.ipp>

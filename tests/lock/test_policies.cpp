@@ -13,8 +13,8 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/detail/lease_watch.hpp>
-#include <dlock/renewal/detail/renewal_service.hpp>
-#include <dlock/wait/detail/wake_groups.hpp>
+#include <dlock/detail/renewal_service.hpp>
+#include <dlock/detail/wake_groups.hpp>
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
@@ -380,6 +380,31 @@ TEMPLATE_TEST_CASE("cancelling a waiting async_acquire leaves nothing held and n
   std::this_thread::sleep_for(scaled(100ms));  // time for a waiter that lived on to take it
   CHECK(redis.server.command({"EXISTS", "busy"}) == "0");  // the cancelled waiter did not take it
   CHECK(renewals.size() == 0);
+}
+
+// A release is not cut short: once its command may have left, stopping it
+// would leave the caller not knowing whether the lock is still held.
+TEMPLATE_TEST_CASE("cancelling an async_release in flight changes nothing: it completes with its own outcome",
+                   "[cancel]", WatchdogHash, FixedToken) {
+  private_redis redis;
+  TestType lock(redis.backend, "leaving");
+  auto hold = lock.async_acquire("holder", asio::use_future).get();
+  REQUIRE(redis.server.command({"EXISTS", "leaving"}) == "1");
+
+  stall_server(redis.server, scaled(300ms));  // the release's script waits in the server
+  asio::cancellation_signal cancel;
+  std::promise<dlock::error_code> result;
+  lock.async_release(hold, asio::bind_cancellation_slot(cancel.slot(), [&](dlock::error_code ec) {
+    result.set_value(ec);  // assertions stay on the test's thread
+  }));
+  std::this_thread::sleep_for(scaled(50ms));
+  asio::post(redis.backend.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
+  auto f = result.get_future();
+  REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
+  CHECK_FALSE(f.get());
+  CHECK_FALSE(hold);
+  CHECK(lock.held_by("holder") == 0);
+  CHECK(redis.server.command({"EXISTS", "leaving"}) == "0");
 }
 
 // Backends whose commands time out after 300 ms (scaled), for lost replies.

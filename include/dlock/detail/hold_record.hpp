@@ -38,11 +38,6 @@ struct hold_record {
   /// `release_id`. Only a retry can find a release's marker, so a first
   /// attempt need not read one.
   bool release_retry = false;
-  /// Whether the hold was still safe to trust (remaining() above zero) when
-  /// the first attempt of this release left: an ownership without release
-  /// memory (Token) reads a retry that finds its key gone by it. Set by the
-  /// ownership.
-  bool first_release_in_lease = false;
   /// Names the acquire try being sent, so that an ownership that remembers
   /// its wins (ReentrantHash) can tell whether a lost reply was a win.
   std::string attempt_id;

@@ -7,6 +7,17 @@
 
 namespace dlock::detail {
 
+/// W's waiter on B, or void when W has none (its own check says so).
+template <class W, class B>
+struct waiter_of {
+  using type = void;
+};
+template <class W, class B>
+  requires requires { typename W::template waiter<B>; }
+struct waiter_of<W, B> {
+  using type = typename W::template waiter<B>;
+};
+
 template <class B, class O, class R, class W>
 struct policy_checks {
   // Backend.
@@ -42,7 +53,20 @@ struct policy_checks {
   static_assert(contract::wait_waiter<W, B>, "dlock::Lock wait policy: lacks waiter<Backend> constructible from (const policy&, backend&, name, channel)");
   static_assert(contract::wait_prepare<W, B>, "dlock::Lock wait policy: its waiter lacks prepare() returning awaitable<error_code>");
   static_assert(contract::wait_wait<W, B>, "dlock::Lock wait policy: its waiter lacks wait(optional<milliseconds>, steady_clock::time_point) returning awaitable<error_code>");
-  static_assert(!contract::waiter_names_server_reply<W, B> || contract::waiter_server_reply<W, B>, "dlock::Lock wait policy: its waiter's server_reply() must be callable on a const waiter and return a string (the server's words after a refused prepare() or wait())");
+
+  // A member named as a hook must match the hook (see hooks.hpp): the host
+  // would skip one it cannot call, silently.
+  using waiter = typename waiter_of<W, B>::type;
+  static_assert(!hook_names::has_before_try<waiter> || contract::waiter_before_try<W, B, O>, "dlock::Lock wait policy: its waiter's before_try does not match the hook, so it would never be called; expected before_try(const Ownership&, record&, steady_clock::time_point deadline) returning asio::awaitable<void>");
+  static_assert(!hook_names::has_granted<waiter> || contract::waiter_granted<W, B, O>, "dlock::Lock wait policy: its waiter's granted does not match the hook, so it would never be called; expected granted(const Ownership&, record&) returning bool");
+  static_assert(!hook_names::has_after_try<waiter> || contract::waiter_after_try<W, B, O>, "dlock::Lock wait policy: its waiter's after_try does not match the hook, so it would never be called; expected after_try(const Ownership&, const std::shared_ptr<record>&, const attempt&)");
+  static_assert(!hook_names::has_leave<waiter> || contract::waiter_leave<W, B, O>, "dlock::Lock wait policy: its waiter's leave does not match the hook, so it would never be called; expected leave(const Ownership&, const std::shared_ptr<record>&, ext::background&) returning asio::awaitable<bool>");
+  static_assert(!hook_names::has_done<waiter> || contract::waiter_done<W, B>, "dlock::Lock wait policy: its waiter's done does not match the hook, so it would never be called; expected done() callable with no arguments");
+  static_assert(!hook_names::has_server_reply<waiter> || contract::waiter_server_reply<W, B>, "dlock::Lock wait policy: its waiter's server_reply does not match the hook, so it would never be called; expected server_reply() const returning a string (the server's words after a refused prepare() or wait())");
+  static_assert(!hook_names::has_earliest_start<O> || contract::ownership_earliest_start<O>, "dlock::Lock ownership policy: its earliest_start does not match the hook, so it would never be called; expected static earliest_start(const record&, steady_clock::time_point sent) returning steady_clock::time_point");
+  static_assert(!hook_names::has_read_extend<O> || contract::ownership_reads_extend<O>, "dlock::Lock ownership policy: its read_extend does not match the hook, so it would never be called; expected static read_extend(const redis::value&) returning renewal_verdict");
+  static_assert(!hook_names::has_fence_call<O> || contract::ownership_fencing<O>, "dlock::Lock ownership policy: its fence_call does not match the hook, so fencing tokens would never be taken; expected a `fencing` member (std::optional<fencing_tokens>) and fence_call(const hold_record&) const returning script_call");
+  static_assert(queues<O>() || !(hook_names::has_leave<O> || hook_names::has_refresh_call<O> || hook_names::has_read_refresh<O>), "dlock::Lock ownership policy: has leave, refresh_call or read_refresh, which only a queueing ownership's line uses, but does not say `static constexpr bool queues = true`, so they would never be called");
 
   // The hand-off: a queueing ownership's line, a handing-off waiter's hooks.
   static_assert(!queues<O>() || contract::ownership_leave<O, B>, "dlock::Lock ownership policy: says queues but lacks leave(backend, record&) returning awaitable<pair<error_code, bool>>");

@@ -15,8 +15,9 @@
 namespace dlock::detail {
 
 /// One acquire operation's waiter for wait policy `W` on backend `B` with
-/// ownership `O`. The hooks (see concepts.hpp, "Waiter hooks") are called
-/// if the waiter has them:
+/// ownership `O`. The hooks (see hooks.hpp) are called if the waiter has
+/// them; one of a hook's name that does not match does not compile
+/// (policy_checks), so a hook is never skipped silently:
 /// - before_try(o, rec, deadline): before each try (HandOff: whether the
 ///   try joins the line);
 /// - granted(o, rec): the lock was handed to this waiter, no try needed (it

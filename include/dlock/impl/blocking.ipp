@@ -1,6 +1,6 @@
-// The bodies of Lock's blocking glue: how the std and handle interfaces run
-// the acquire and release operations for a caller that waits (on the
-// calling thread, see detail::run_here), and where a destroyed hold's
+// The bodies of Lock's blocking glue: the std and handle interfaces, how
+// they run the acquire and release operations for a caller that waits (on
+// the calling thread, see detail::run_here), and where a destroyed hold's
 // release goes. Included at the bottom of lock.hpp; not a header to include
 // on its own.
 #pragma once
@@ -77,6 +77,47 @@ void Lock<BackendT, OwnershipT, RenewalT, WaitT>::check_blocking_allowed() const
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::lock() {
+  auto r = acquire_blocking(thread_owner(), detail::steady::time_point::max());
+  if (r.ec) throw std::system_error(r.ec, describe("lock", r.server_reply));
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::unlock() noexcept {
+  try {
+    auto r = release_blocking(thread_owner(), nullptr, {}, false);
+    if (r.ec) report(r.ec, "unlock", r.server_reply);
+  } catch (...) {
+    std::string what = "unlock";  // fits without allocating
+    try {
+      what += ": " + detail::background_work::describe(std::current_exception());
+    } catch (...) {  // out of memory: reported without the description
+    }
+    report(make_error_code(error::unexpected_exception), what);
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire() -> hold_type {
+  std::error_code ec;
+  std::string server_reply;
+  auto h = acquire_hold_blocking(detail::steady::time_point::max(), ec, &server_reply);
+  if (ec) throw std::system_error(ec, describe("acquire", server_reply));
+  return std::move(*h);
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_acquire_until_steady(detail::steady::time_point deadline)
+    -> std::optional<hold_type> {
+  std::error_code ec;
+  std::string server_reply;
+  auto h = acquire_hold_blocking(deadline, ec, &server_reply);
+  if (ec == error::not_acquired) return std::nullopt;
+  if (ec) throw std::system_error(ec, describe("acquire", server_reply));
+  return h;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_lock_until_steady(detail::steady::time_point deadline) {
   auto r = acquire_blocking(thread_owner(), deadline);
   if (r.ec == error::not_acquired) return false;
@@ -87,7 +128,7 @@ bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_lock_until_steady(detail::
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold_blocking(hold_type& hold, std::string* server_reply) {
   auto r = release_blocking(hold.owner_key_, hold.record_, hold.release_id_, false);
-  settle(hold, r.ec, std::move(r.retry_id));
+  conclude_release(hold, r.ec, std::move(r.retry_id));
   if (server_reply) *server_reply = std::move(r.server_reply);
   return r.ec;
 }

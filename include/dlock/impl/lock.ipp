@@ -1,10 +1,51 @@
-// The bodies of Lock's engine: construction and destruction, the one
-// acquire operation, the one release operation, and error reporting (the
-// blocking glue is in blocking.ipp). Included at the bottom of lock.hpp; not
-// a header to include on its own.
+// The bodies of Lock's engine: its owner entries, construction and
+// destruction, the one acquire operation and error reporting (the release
+// operation is in release.ipp, the blocking glue in blocking.ipp). Included
+// at the bottom of lock.hpp; not a header to include on its own.
 #pragma once
 
 namespace dlock {
+
+// One owner of a lock object: its hold (if any) and the gate its acquire
+// tries and releases pass one at a time.
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+struct Lock<BackendT, OwnershipT, RenewalT, WaitT>::owner_entry {
+  detail::owner_gate gate;
+  std::shared_ptr<record_type> rec;  // the current hold; null when none (mutex_)
+  std::string pending_release;  // the std interface's release to retry (mutex_)
+  int users = 0;                // operations using this entry (mutex_)
+};
+
+// Keeps an owner entry in owners_ while an operation uses it.
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+class Lock<BackendT, OwnershipT, RenewalT, WaitT>::entry_use {
+ public:
+  entry_use(Lock* lock, std::string key, bool create);
+  ~entry_use();
+  entry_use(const entry_use&) = delete;
+  entry_use& operator=(const entry_use&) = delete;
+  owner_entry* operator->() const noexcept { return entry_.get(); }
+  owner_entry& operator*() const noexcept { return *entry_; }
+  explicit operator bool() const noexcept { return entry_ != nullptr; }
+
+ private:
+  Lock* lock_;
+  std::string key_;
+  std::shared_ptr<owner_entry> entry_;
+};
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+int Lock<BackendT, OwnershipT, RenewalT, WaitT>::held_count(const std::string& key) const {
+  std::lock_guard g(mutex_);
+  auto it = owners_.find(key);
+  return it == owners_.end() || !it->second->rec ? 0 : it->second->rec->hold_count;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+int Lock<BackendT, OwnershipT, RenewalT, WaitT>::held_count(const std::shared_ptr<owner_entry>& entry) const {
+  std::lock_guard g(mutex_);
+  return entry->rec ? entry->rec->hold_count : 0;
+}
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 Lock<BackendT, OwnershipT, RenewalT, WaitT>::entry_use::entry_use(Lock* lock, std::string key, bool create)
@@ -164,15 +205,14 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         }
         at = won;
       }
-      if (at.acquired && settling()) {
-        rec->server_reply.clear();
-        auto [settle_ec, kept] = co_await settle_win(*rec);
-        if (settle_ec) {
-          ended = settle_ec;
-          server_reply = std::move(rec->server_reply);
+      if (at.acquired) {
+        auto settled = co_await settle_win(*rec);
+        if (settled.ec) {
+          ended = settled.ec;
+          server_reply = std::move(settled.server_reply);
           break;
         }
-        if (!kept) {
+        if (!settled.kept) {
           // Given back (or found gone): the wait goes on, and the next try
           // comes at once (the lock is free, as far as this owner knows).
           unacknowledged = unacknowledged || (rec->acks.wanted > 0 && !rec->acks.met());
@@ -183,7 +223,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       if (at.acquired) {
         if (co_await cancelled()) {
           steps.done();
-          co_return co_await give_back(*rec);
+          co_return co_await release_cancelled_win(*rec);
         }
         co_return take(rec);
       }
@@ -220,18 +260,16 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
     detail::gate_pass pass(entry->gate);
     if (co_await steps.leave(fresh, background_)) {
       if (ended == asio::error::operation_aborted || ended == error::already_held) {
-        auto given = co_await give_back(*fresh);
+        auto given = co_await release_cancelled_win(*fresh);
         if (ended == error::already_held) given.ec = ended;
         co_return given;
       }
       // A grant that came before the waiter could leave: settled as any win.
-      if (!settling()) co_return take(fresh);
-      fresh->server_reply.clear();
-      auto [settle_ec, kept] = co_await settle_win(*fresh);
-      if (kept) co_return take(fresh);
-      if (settle_ec) {
-        ended = settle_ec;
-        server_reply = std::move(fresh->server_reply);
+      auto settled = co_await settle_win(*fresh);
+      if (settled.kept) co_return take(fresh);
+      if (settled.ec) {
+        ended = settled.ec;
+        server_reply = std::move(settled.server_reply);
       }
     }
   }
@@ -282,109 +320,6 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold(std::string owner
   co_return std::tuple<error_code, hold_type>{error_code{}, hold_type(this, std::move(key), true, std::move(r.rec))};
 }
 
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, std::shared_ptr<detail::hold_record> hold_rec, std::string id,
-                                                bool abandon) -> asio::awaitable<release_result> {
-  entry_use entry(this, key, false);
-  auto gone = [&] {
-    return release_result{hold_rec && hold_rec->lost() ? error::lease_lost : error::not_owner, {}, {}};
-  };
-  if (!entry) co_return gone();
-  co_await entry->gate.enter();
-  detail::gate_pass pass(entry->gate);
-  std::shared_ptr<record_type> rec;
-  bool last = false;
-  {
-    std::lock_guard g(mutex_);
-    rec = entry->rec;
-    if (!rec) entry->pending_release.clear();  // whatever it was about is over
-    if (!rec || (hold_rec && rec != hold_rec)) co_return gone();
-    last = rec->hold_count <= 1;
-    if (!hold_rec) id = std::exchange(entry->pending_release, std::string());
-  }
-  bool retry = !id.empty();
-  // A hold already signalled lost stays lost: the release still runs (the
-  // key may still be ours), but its holder hears lease_lost, as it did
-  // from the loss signal.
-  bool signalled = rec->lost();
-  // Renewal stops before the release is queued: no renewal can follow it.
-  if (last) keeper_.pause(rec.get());
-  if (!retry) id = detail::unique_id();
-  rec->release_id = id;
-  rec->release_retry = retry;
-  rec->server_reply.clear();
-  auto [ec, outcome] = co_await ownership_.release(backend_, *rec);
-  if (ec) {
-    auto server_reply = std::move(rec->server_reply);
-    if (abandon) {
-      drop_one(*entry, rec);
-      co_return release_result{ec, {}, detail::words_for(ec, std::move(server_reply))};
-    }
-    // Not run: still held, so keep it alive, unless an earlier attempt of
-    // this release may have run.
-    if (last && !retry && !detail::may_have_run(ec)) keeper_.start(rec, ownership_);
-    if (!hold_rec) {
-      std::lock_guard g(mutex_);
-      entry->pending_release = id;
-    }
-    co_return release_result{ec, id, detail::words_for(ec, std::move(server_reply))};
-  }
-  bool lost = outcome == release_outcome::lease_lost || outcome == release_outcome::not_owner;
-  bool others_lost = false, ended = false;
-  {
-    std::lock_guard g(mutex_);
-    if (outcome == release_outcome::still_held && rec->hold_count > 1) {
-      --rec->hold_count;
-    } else {
-      // The last local hold ended (a still_held reply then means another
-      // lock object of this owner still counts in the hash), or the key is
-      // gone: any other hold of this record has ended with it.
-      others_lost = outcome == release_outcome::released && rec->hold_count > 1;
-      rec->hold_count = 0;
-      if (entry->rec == rec) entry->rec = nullptr;
-      ended = true;
-    }
-  }
-  if (lost || others_lost) retire(rec);  // ends it, and tells its holders
-  else if (ended) keeper_.end(rec.get());
-  co_return release_result{lost || signalled ? error_code(error::lease_lost) : error_code{}, {}, {}};
-}
-
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-void Lock<BackendT, OwnershipT, RenewalT, WaitT>::drop_one(owner_entry& entry, const std::shared_ptr<record_type>& rec) {
-  bool ended = false;
-  {
-    std::lock_guard g(mutex_);
-    if (--rec->hold_count <= 0) {
-      rec->hold_count = 0;
-      if (entry.rec == rec) entry.rec = nullptr;
-      ended = true;
-    }
-  }
-  if (ended) keeper_.end(rec.get());
-}
-
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-template <class CompletionToken>
-auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::async_release(Lock* lock, hold_type& hold, CompletionToken&& token) {
-  if (!lock || !hold.record_) {
-    return asio::async_initiate<CompletionToken, void(error_code)>(
-        [](auto handler) {
-          auto ex = asio::get_associated_executor(handler);
-          asio::post(ex, [h = std::move(handler)]() mutable { std::move(h)(error::not_owner); });
-        },
-        token);
-  }
-  return detail::spawn<>(asio::make_strand(lock->backend_.get_executor()), lock->release_hold(hold),
-                         std::forward<CompletionToken>(token));
-}
-
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-asio::awaitable<std::tuple<error_code>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_hold(hold_type& hold) {
-  auto r = co_await release_op(hold.owner_key_, hold.record_, hold.release_id_, false);
-  settle(hold, r.ec, std::move(r.retry_id));
-  co_return std::tuple<error_code>{r.ec};
-}
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 void Lock<BackendT, OwnershipT, RenewalT, WaitT>::report(std::error_code ec, const std::string& what,
@@ -414,10 +349,5 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::make_record(const std::string&
   return rec;
 }
 
-template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-void Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle(hold_type& hold, const error_code& ec, std::string id) {
-  if (hold_type::keep_after(ec)) hold.release_id_ = std::move(id);
-  else hold.forget();
-}
 
 }  // namespace dlock

@@ -8,7 +8,7 @@
 namespace dlock {
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back(record_type& rec) -> asio::awaitable<acquire_result> {
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_cancelled_win(record_type& rec) -> asio::awaitable<acquire_result> {
   // Won, but the caller gave up: give it back before completing.
   if (auto ec = co_await release_won(rec))
     report(ec, "giving back a cancelled acquire (the lock lapses with its lease)", detail::words_for(ec, rec.server_reply));
@@ -33,7 +33,16 @@ bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::settling() const {
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle_win(record_type& rec) {
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle_win(record_type& rec) -> asio::awaitable<settled_win> {
+  if (!settling()) co_return settled_win{};
+  rec.server_reply.clear();
+  auto [ec, kept] = co_await fence_and_acknowledge(rec);
+  co_return settled_win{ec, kept, ec ? std::move(rec.server_reply) : std::string()};
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::fence_and_acknowledge(
+    record_type& rec) {
   if constexpr (detail::fencing_ownership<OwnershipT>) {
     if (ownership_.fencing && !rec.fence) {
       // Won without a token in the reply (a hand-off's grant, a lost reply

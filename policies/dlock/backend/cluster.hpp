@@ -21,7 +21,7 @@
 
 #include <dlock/backend/core.hpp>
 #include <dlock/backend/redis.hpp>
-#include <dlock/detail/key_slot.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/redis/acknowledged.hpp>
 #include <dlock/redis/cluster.hpp>
 
@@ -50,31 +50,18 @@ void cluster_subscribe(const std::shared_ptr<cluster_router>& r, std::string cha
 /// The message of a cross_slot error: the keys and their slots.
 std::string cross_slot_message(const std::vector<std::string>& keys);
 
-/// Completes an Asio operation through a std::function<void(Args...)>
-/// given to `start`: the handler runs on its associated executor (or
-/// `fallback`), which is kept busy until then.
-template <class... Args, class CompletionToken, class Start>
-auto initiate_through_function(CompletionToken&& token, asio::any_io_executor fallback, Start start) {
-  return asio::async_initiate<CompletionToken, void(Args...)>(
-      [fallback](auto handler, Start start) {
-        auto ex = asio::get_associated_executor(handler, fallback);
-        struct pending {
-          decltype(handler) h;
-          asio::executor_work_guard<decltype(ex)> work;
-        };
-        auto p = std::make_shared<pending>(pending{std::move(handler), asio::make_work_guard(ex)});
-        std::move(start)(std::function<void(Args...)>([p](Args... args) {
-          auto wex = p->work.get_executor();
-          asio::post(wex, [p, ... a = std::move(args)]() mutable {
-            std::move(p->h)(std::move(a)...);
-            p->work.reset();
-          });
-        }));
-      },
-      token, std::move(start));
-}
-
 }  // namespace redis::detail
+
+namespace redis::cluster_engine {
+// Not ext: ClusterBackend's engine (the slot map, redirections, failover,
+// sharded subscriptions) is compiled into libdlock, and these entry points
+// are its own; a backend written outside dlock brings its own engine.
+using detail::cluster_eval;
+using detail::cluster_eval_all;
+using detail::cluster_exec;
+using detail::cluster_router;
+using detail::cluster_subscribe;
+}  // namespace redis::cluster_engine
 
 /// A Redis Cluster (Redis 7.0 or later for sharded pub/sub). Everything
 /// RedisBackend does, on the master of each key's slot:
@@ -157,10 +144,10 @@ class ClusterBackend {
   /// `void(error_code, redis::response)`.
   template <class CompletionToken>
   auto async_exec(std::string_view key, redis::request req, CompletionToken&& token) {
-    return redis::detail::initiate_through_function<redis::error_code, redis::response>(
+    return ext::initiate_through_function<redis::error_code, redis::response>(
         std::forward<CompletionToken>(token), get_executor(),
-        [r = router_, slot = detail::key_slot(key), req = std::move(req)](auto done) mutable {
-          redis::detail::cluster_exec(r, slot, std::move(req), false,
+        [r = router_, slot = ext::key_slot(key), req = std::move(req)](auto done) mutable {
+          redis::cluster_engine::cluster_exec(r, slot, std::move(req), false,
                                       [done = std::move(done)](redis::error_code ec, redis::response resp,
                                                                redis::replica_acks) { done(ec, std::move(resp)); });
         });
@@ -172,10 +159,10 @@ class ClusterBackend {
   template <class CompletionToken>
   auto async_eval(const redis::script& s, std::vector<std::string> keys, std::vector<std::string> args,
                   CompletionToken&& token) {
-    return redis::detail::initiate_through_function<redis::error_code, redis::value>(
+    return ext::initiate_through_function<redis::error_code, redis::value>(
         std::forward<CompletionToken>(token), get_executor(),
         [r = router_, &s, keys = std::move(keys), args = std::move(args)](auto done) mutable {
-          redis::detail::cluster_eval(r, s, std::move(keys), std::move(args), std::move(done));
+          redis::cluster_engine::cluster_eval(r, s, std::move(keys), std::move(args), std::move(done));
         });
   }
 
@@ -184,10 +171,10 @@ class ClusterBackend {
   /// call in order, each with its own error.
   template <class CompletionToken>
   auto async_eval_all(std::vector<redis::script_call> calls, CompletionToken&& token) {
-    return redis::detail::initiate_through_function<std::vector<redis::call_result>>(
+    return ext::initiate_through_function<std::vector<redis::call_result>>(
         std::forward<CompletionToken>(token), get_executor(),
         [r = router_, calls = std::move(calls)](auto done) mutable {
-          redis::detail::cluster_eval_all(
+          redis::cluster_engine::cluster_eval_all(
               r, std::move(calls), false,
               [done = std::move(done)](std::vector<redis::call_result> out, redis::replica_acks) {
                 done(std::move(out));
@@ -200,10 +187,10 @@ class ClusterBackend {
   /// subscription follows the slot when it moves.
   template <class CompletionToken>
   auto async_subscribe(std::string_view /*key*/, std::string channel, redis::listener l, CompletionToken&& token) {
-    return redis::detail::initiate_through_function<redis::error_code, redis::subscription>(
+    return ext::initiate_through_function<redis::error_code, redis::subscription>(
         std::forward<CompletionToken>(token), get_executor(),
         [r = router_, channel = std::move(channel), l = std::move(l)](auto done) mutable {
-          redis::detail::cluster_subscribe(r, std::move(channel), std::move(l), std::move(done));
+          redis::cluster_engine::cluster_subscribe(r, std::move(channel), std::move(l), std::move(done));
         });
   }
 
@@ -215,10 +202,10 @@ class ClusterBackend {
   /// master's replicas).
   template <class CompletionToken>
   auto async_exec_acknowledged(std::string_view key, redis::request req, CompletionToken&& token) {
-    return redis::detail::initiate_through_function<redis::error_code, redis::response, redis::replica_acks>(
+    return ext::initiate_through_function<redis::error_code, redis::response, redis::replica_acks>(
         std::forward<CompletionToken>(token), get_executor(),
-        [r = router_, slot = detail::key_slot(key), req = std::move(req)](auto done) mutable {
-          redis::detail::cluster_exec(r, slot, std::move(req), true, std::move(done));
+        [r = router_, slot = ext::key_slot(key), req = std::move(req)](auto done) mutable {
+          redis::cluster_engine::cluster_exec(r, slot, std::move(req), true, std::move(done));
         });
   }
 
@@ -228,10 +215,10 @@ class ClusterBackend {
   /// are those of the masters whose calls have replies.
   template <class CompletionToken>
   auto async_eval_all_acknowledged(std::vector<redis::script_call> calls, CompletionToken&& token) {
-    return redis::detail::initiate_through_function<std::vector<redis::call_result>, redis::replica_acks>(
+    return ext::initiate_through_function<std::vector<redis::call_result>, redis::replica_acks>(
         std::forward<CompletionToken>(token), get_executor(),
         [r = router_, calls = std::move(calls)](auto done) mutable {
-          redis::detail::cluster_eval_all(r, std::move(calls), true, std::move(done));
+          redis::cluster_engine::cluster_eval_all(r, std::move(calls), true, std::move(done));
         });
   }
 
@@ -301,7 +288,7 @@ class ClusterBackend {
 
   redis::cluster_config cfg_;
   backend_core core_;
-  std::shared_ptr<redis::detail::cluster_router> router_;
+  std::shared_ptr<redis::cluster_engine::cluster_router> router_;
 };
 
 }  // namespace dlock

@@ -19,6 +19,7 @@
 #include <boost/asio/use_future.hpp>
 
 #include <dlock/backend/core.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/redis/acknowledged.hpp>
 #include <dlock/redis/blocking_connection.hpp>
 #include <dlock/redis/config.hpp>
@@ -27,6 +28,17 @@
 #include <dlock/redis/subscriber.hpp>
 
 namespace dlock {
+
+namespace redis::lane_engine {
+// Not ext: RedisBackend acknowledges writes on lanes of dlock's own client
+// (redis::connection), framing them with ROLE and WAIT by that client's
+// internals; a backend written outside dlock acknowledges through its own.
+using script_slot = detail::script_cache::slot;
+using detail::acknowledged_request;
+using detail::call_replies;
+using detail::replicas_in_role;
+using detail::split_acknowledged;
+}  // namespace redis::lane_engine
 
 /// One Redis server. Construct it from a URL and it runs its own I/O thread,
 /// so blocking code needs no Asio; or give it an executor and it runs there.
@@ -112,7 +124,7 @@ class RedisBackend {
             redis::async_eval_all(*commands_, std::move(calls), std::move(self));
             return;
           }
-          self.complete(redis::detail::call_results(ec, std::move(replies), n));
+          self.complete(ext::call_results(ec, std::move(replies), n));
         },
         token, core_.get_executor());
   }
@@ -288,7 +300,7 @@ class RedisBackend {
   // needed (redis::async_eval_all's encoding), one result per call.
   struct eval_all_body {
     std::vector<redis::script_call> calls;
-    std::vector<redis::detail::script_cache::slot> at;
+    std::vector<redis::lane_engine::script_slot> at;
     redis::request encode(redis::connection& lane) {
       redis::request req;
       for (auto& c : calls) at.push_back(lane.scripts().push(req, c));
@@ -298,8 +310,8 @@ class RedisBackend {
     void complete(Self& self, redis::connection& lane, redis::error_code ec, redis::response r,
                   redis::replica_acks acks) {
       std::vector<redis::value> replies;
-      if (!ec) std::tie(ec, replies) = redis::detail::call_replies(lane.scripts(), calls, at, r);
-      self.complete(redis::detail::call_results(ec, std::move(replies), calls.size()), acks);
+      if (!ec) std::tie(ec, replies) = redis::lane_engine::call_replies(lane.scripts(), calls, at, r);
+      self.complete(ext::call_results(ec, std::move(replies), calls.size()), acks);
     }
   };
   // ROLE first when the count of replicas is not known yet, then the body
@@ -323,7 +335,7 @@ class RedisBackend {
           return;
         }
       } else if (step == 1) {
-        if (!ec && r.size() == 1) backend->note_replicas(redis::detail::replicas_in_role(r[0]));
+        if (!ec && r.size() == 1) backend->note_replicas(redis::lane_engine::replicas_in_role(r[0]));
         wanted = backend->replicas_wanted();
         // Nothing of the body was sent: ROLE did not come back (whatever
         // became of it, the write did not run), or the node is not a master.
@@ -332,11 +344,11 @@ class RedisBackend {
       }
       if (step <= 1) {
         step = 2;
-        lane->async_exec(redis::detail::acknowledged_request(body.encode(*lane), wanted, backend->ack_settings().timeout),
+        lane->async_exec(redis::lane_engine::acknowledged_request(body.encode(*lane), wanted, backend->ack_settings().timeout),
                          std::move(self));
         return;
       }
-      auto out = redis::detail::split_acknowledged(ec, std::move(r), wanted);
+      auto out = redis::lane_engine::split_acknowledged(ec, std::move(r), wanted);
       backend->note_replicas(out.reported);
       finish(self, out.ec, std::move(out.body), out.acks);
     }

@@ -16,7 +16,14 @@ namespace dlock {
 namespace redis::detail {
 class sentinel_source;
 struct sentinel_follower;
-}
+}  // namespace redis::detail
+
+namespace redis::sentinel_engine {
+// Not ext: SentinelBackend's engine (asking the sentinels, following
+// +switch-master) is compiled into libdlock; these are its own types.
+using detail::sentinel_follower;
+using detail::sentinel_source;
+}  // namespace redis::sentinel_engine
 
 /// A master with replicas, watched by Sentinel. Everything RedisBackend
 /// does, on whichever node is the master now:
@@ -73,15 +80,15 @@ class SentinelBackend : public RedisBackend {
 
  private:
   struct with_source {};
-  SentinelBackend(with_source, std::shared_ptr<redis::detail::sentinel_source> source, redis::sentinel_config cfg);
-  SentinelBackend(with_source, executor_type ex, std::shared_ptr<redis::detail::sentinel_source> source,
+  SentinelBackend(with_source, std::shared_ptr<redis::sentinel_engine::sentinel_source> source, redis::sentinel_config cfg);
+  SentinelBackend(with_source, executor_type ex, std::shared_ptr<redis::sentinel_engine::sentinel_source> source,
                   redis::sentinel_config cfg);
   void start_watch();
 
   redis::sentinel_config sentinel_cfg_;
-  std::shared_ptr<redis::detail::sentinel_source> source_;
+  std::shared_ptr<redis::sentinel_engine::sentinel_source> source_;
   std::unique_ptr<redis::subscriber> watch_;
-  std::shared_ptr<redis::detail::sentinel_follower> follower_;  // the watch's listener and its retries
+  std::shared_ptr<redis::sentinel_engine::sentinel_follower> follower_;  // the watch's listener and its retries
 };
 
 }  // namespace dlock

@@ -11,8 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/commands.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::ownership {
 
@@ -45,8 +44,8 @@ struct expiry_value {
   /// kind of value, so this try's win cannot be told from another's; it
   /// stays outcome_unknown.
   template <class B>
-  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const detail::hold_record&) const {
-    return detail::cannot_resolve();
+  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const ext::hold_record&) const {
+    return ext::cannot_resolve();
   }
 
   /// No owner value: the expiration written when the lock is won takes its
@@ -78,7 +77,7 @@ struct expiry_value {
   }
 
   /// A fresh expiration: now plus the hold's lease.
-  std::string expiration_for(const detail::hold_record& rec) const {
+  std::string expiration_for(const ext::hold_record& rec) const {
     return format(wall_clock() + std::chrono::duration<double>(rec.lease).count());
   }
 };

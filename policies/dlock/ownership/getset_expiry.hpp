@@ -6,8 +6,7 @@
 #include <functional>
 #include <string>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/commands.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/ownership/expiry_value.hpp>
 
 namespace dlock::ownership {
@@ -34,28 +33,28 @@ struct GetSetExpiry : expiry_value {
 
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
-                                                              detail::hold_record& rec) const {
-    auto sent = detail::steady::now();
+                                                              ext::hold_record& rec) const {
+    auto sent = ext::steady::now();
     std::string expiration = expiration_for(rec);
-    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
-    detail::note(rec, ec, v);
+    auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
-    auto won = detail::integer_of(v);
+    auto won = ext::integer_of(v);
     if (won == 1) co_return acquired(rec, std::move(expiration), sent);
     if (won != 0) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
 
-    auto [gec, current] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
-    detail::note(rec, gec, current);
+    auto [gec, current] = co_await ext::command(backend, rec.name, redis::request().push("GET", rec.name));
+    ext::note(rec, gec, current);
     if (gec) co_return std::pair{gec, attempt{}};
     if (!is_time_or_nil(current)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     double old_expiration = parse(current.str);
     if (old_expiration >= wall_clock()) co_return std::pair{error_code{}, attempt{false, time_left(old_expiration)}};
     if (between_get_and_getset) between_get_and_getset();
-    sent = detail::steady::now();
+    sent = ext::steady::now();
     expiration = expiration_for(rec);
-    auto [sec, previous] = co_await detail::command(backend, rec.name, redis::request().push("GETSET", rec.name, expiration));
-    detail::note(rec, sec, previous);
+    auto [sec, previous] = co_await ext::command(backend, rec.name, redis::request().push("GETSET", rec.name, expiration));
+    ext::note(rec, sec, previous);
     if (sec) co_return std::pair{sec, attempt{}};
     if (!is_time_or_nil(previous)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (previous.is_null() || parse(previous.str) < wall_clock())
@@ -65,20 +64,20 @@ struct GetSetExpiry : expiry_value {
 
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
-                                                                  detail::hold_record& rec) const {
+                                                                  ext::hold_record& rec) const {
     if (parse(rec.owner) <= wall_clock())  // our time is up: the key may be someone else's
       co_return std::pair{error_code{}, release_outcome::lease_lost};
-    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
-    detail::note(rec, ec, v);
-    co_return detail::deleted(ec, v);
+    auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    ext::note(rec, ec, v);
+    co_return ext::deleted(ec, v);
   }
 
  private:
   // GET and GETSET answer the stored time (a bulk string) or nil.
   static bool is_time_or_nil(const redis::value& v) { return v.is_null() || v.type == redis::kind::bulk_string; }
 
-  static std::pair<error_code, attempt> acquired(detail::hold_record& rec, std::string expiration,
-                                                 detail::steady::time_point sent) {
+  static std::pair<error_code, attempt> acquired(ext::hold_record& rec, std::string expiration,
+                                                 ext::steady::time_point sent) {
     rec.owner = std::move(expiration);
     rec.confirm(sent);
     return {error_code{}, attempt{true, std::nullopt}};

@@ -8,8 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/commands.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/ownership/expiry_value.hpp>
 
 namespace dlock::ownership {
@@ -41,12 +40,12 @@ struct NaiveExpiry : expiry_value {
   std::function<void()> between_get_and_del;
 
   template <class B>
-  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, detail::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, ext::hold_record& rec) const {
     auto [ec, won] = co_await set_if_absent(backend, rec);
     if (ec || won.acquired) co_return std::pair{ec, won};
 
-    auto [gec, current] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
-    detail::note(rec, gec, current);
+    auto [gec, current] = co_await ext::command(backend, rec.name, redis::request().push("GET", rec.name));
+    ext::note(rec, gec, current);
     if (gec) co_return std::pair{gec, attempt{}};
     if (current.is_null()) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};  // just freed
     if (current.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
@@ -55,31 +54,31 @@ struct NaiveExpiry : expiry_value {
     // Expired: delete it and race for it again. Not atomic with the GET:
     // another waiter may have done the same in between (the known failure).
     if (between_get_and_del) between_get_and_del();
-    auto [dec, deleted] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
-    detail::note(rec, dec, deleted);
+    auto [dec, deleted] = co_await ext::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    ext::note(rec, dec, deleted);
     if (dec) co_return std::pair{dec, attempt{}};
-    if (!detail::integer_of(deleted)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    if (!ext::integer_of(deleted)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     co_return co_await set_if_absent(backend, rec);
   }
 
   template <class B>
-  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
-    detail::note(rec, ec, v);
-    co_return detail::deleted(ec, v);
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, ext::hold_record& rec) const {
+    auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    ext::note(rec, ec, v);
+    co_return ext::deleted(ec, v);
   }
 
  private:
   // SETNX with a fresh expiration time; on a win the time becomes the
   // hold's owner value and its lease counts from the send.
   template <class B>
-  asio::awaitable<std::pair<error_code, attempt>> set_if_absent(B& backend, detail::hold_record& rec) const {
-    auto sent = detail::steady::now();
+  asio::awaitable<std::pair<error_code, attempt>> set_if_absent(B& backend, ext::hold_record& rec) const {
+    auto sent = ext::steady::now();
     auto expiration = expiration_for(rec);
-    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
-    detail::note(rec, ec, v);
+    auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("SETNX", rec.name, expiration));
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
-    auto won = detail::integer_of(v);
+    auto won = ext::integer_of(v);
     if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
     if (won != 1) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     rec.owner = std::move(expiration);

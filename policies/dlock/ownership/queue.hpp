@@ -9,11 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/commands.hpp>
-#include <dlock/detail/key_slot.hpp>
-#include <dlock/detail/publishing.hpp>
-#include <dlock/detail/release_memory.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/ownership/token.hpp>
 
 namespace dlock::ownership {
@@ -51,12 +47,12 @@ struct Queue : Token {
     bool joined = false;  ///< a try that joins was sent: the entry may exist
     milliseconds entry_ttl{0};  ///< the entry lives this long unless refreshed (set by the waiter)
     /// How often the entry is refreshed while it waits (set by the waiter;
-    /// the refreshes are batched per backend: detail::queue_refresher).
+    /// the refreshes are batched per backend: ext::queue_refresher).
     milliseconds refresh{0};
     /// No grant to this hold can have happened before this moment: the
     /// send time of the last try whose reply said "queued" (or of the first
     /// try that joined). A grant's lease is counted from here.
-    detail::steady::time_point since{};
+    ext::steady::time_point since{};
     /// The arrival number of its stay in the line, from the last "queued"
     /// reply: a grant message counts only if it names this place (0: none).
     std::int64_t place = 0;
@@ -64,7 +60,7 @@ struct Queue : Token {
     /// A batched refresh, sent at `sent`, found this hold's token waiting
     /// in the line: a grant to it came later. Thread-safe (the refresher
     /// runs on the backend's I/O thread); never moves the bound back.
-    void note_queued(detail::steady::time_point sent) noexcept {
+    void note_queued(ext::steady::time_point sent) noexcept {
       auto t = sent.time_since_epoch().count();
       auto known = queued_ns_.load(std::memory_order_relaxed);
       while (t > known && !queued_ns_.compare_exchange_weak(known, t, std::memory_order_release)) {
@@ -73,9 +69,9 @@ struct Queue : Token {
 
     /// No grant to this hold can have happened before this moment: the
     /// later of `since` (its own tries) and the last note_queued().
-    detail::steady::time_point queued_since() const noexcept {
+    ext::steady::time_point queued_since() const noexcept {
       auto noted = queued_ns_.load(std::memory_order_acquire);
-      return std::max(since, detail::steady::time_point(detail::steady::duration(noted)));
+      return std::max(since, ext::steady::time_point(ext::steady::duration(noted)));
     }
 
     /// Out of the line (the lock was won): nothing of this stay counts.
@@ -90,7 +86,7 @@ struct Queue : Token {
     std::atomic<std::int64_t> queued_ns_{INT64_MIN};  // steady_clock ns: see note_queued
   };
   using hold_state = place_in_line;
-  using record = detail::hold_record_with<place_in_line>;
+  using record = ext::hold_record_with<place_in_line>;
 
   static constexpr const char* policy_name = "queue";
   static constexpr bool publishes_on_release = false;  // its messages are grants, addressed by token
@@ -100,7 +96,7 @@ struct Queue : Token {
   /// How long a release remembers its result for a retry (10 s). Unlike
   /// Token's, a Queue release hands the lock on, so a retry is answered
   /// from this marker rather than resolved from the key.
-  detail::release_memory release_memory;
+  ext::release_memory release_memory;
 
   std::error_code validate() const {
     if (auto ec = Token::validate()) return ec;
@@ -110,11 +106,11 @@ struct Queue : Token {
   /// Where grants are published, followed by ":<listener>": each waiting
   /// backend (its client id is the listener) has a channel of its own, and
   /// the message is "<granted token>:<its place in the line>".
-  static std::string channel(std::string_view name) { return detail::same_slot_key(name, "handoff"); }
+  static std::string channel(std::string_view name) { return ext::same_slot_key(name, "handoff"); }
 
-  static std::string queue_key(std::string_view name) { return detail::same_slot_key(name, "queue"); }
-  static std::string entries_key(std::string_view name) { return detail::same_slot_key(name, "queue:entries"); }
-  static std::string seq_key(std::string_view name) { return detail::same_slot_key(name, "queue:seq"); }
+  static std::string queue_key(std::string_view name) { return ext::same_slot_key(name, "queue"); }
+  static std::string entries_key(std::string_view name) { return ext::same_slot_key(name, "queue:entries"); }
+  static std::string seq_key(std::string_view name) { return ext::same_slot_key(name, "queue:seq"); }
 
   // The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
   // KEYS[3] entries; the grant channel is ARGV[channel_arg]. `grant(who)`
@@ -146,7 +142,7 @@ local function grant(who)
   local expiry, lease, listener = string.match(entry, '^(%d+):(%d+):(.*)$')
   if not expiry or tonumber(expiry) <= now() then return false end
   redis.call('SET', KEYS[1], who, 'PX', lease)
-  redis.call(')lua" + std::string(detail::publish_verb(sharded)) + R"lua(', ARGV[)lua" +
+  redis.call(')lua" + std::string(ext::publish_verb(sharded)) + R"lua(', ARGV[)lua" +
            std::to_string(channel_arg) + R"lua(] .. ':' .. listener, who .. ':' .. place)
   return true
 end
@@ -179,7 +175,7 @@ local idle = tonumber(ARGV[7])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12
    or not idle or idle < 0 or idle > 1e12 then
   return redis.error_reply('ERR dlock: lease out of range')
-end)lua" + prelude(5, Sharded) + std::string(detail::fence_lua) + R"lua(
+end)lua" + prelude(5, Sharded) + std::string(ext::fence_lua) + R"lua(
 local function taken()
   if idle > 0 then return {1, lease, next_fence(KEYS[5], idle)} end
   return {1, lease, 0}
@@ -232,7 +228,7 @@ return {0, redis.call('PTTL', KEYS[1]), tonumber(place)}
   static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
-    static const redis::script s(detail::release_memory::remembered(prelude(3, Sharded) + R"lua(
+    static const redis::script s(ext::release_memory::remembered(prelude(3, Sharded) + R"lua(
 result = 0
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
@@ -311,8 +307,8 @@ return out
   }
 
   /// One batched refresh of the entries of `waiters` (token, entry ttl), all
-  /// in the line of lock `name` (detail::queue_refresher sends it);
-  /// `sharded`: for a backend on sharded pub/sub (detail::sharded_pubsub).
+  /// in the line of lock `name` (ext::queue_refresher sends it);
+  /// `sharded`: for a backend on sharded pub/sub (ext::sharded_pubsub).
   static script_call refresh_call(const std::string& name,
                                   const std::vector<std::pair<std::string, milliseconds>>& waiters,
                                   bool sharded = false) {
@@ -344,29 +340,29 @@ return out
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, record& rec) const {
     auto& line = rec.state;
-    auto sent = detail::steady::now();
+    auto sent = ext::steady::now();
     bool join = line.join && line.entry_ttl > milliseconds::zero();
     if (join && !line.joined) {
       line.joined = true;  // from here the entry may exist, whatever the reply
       line.since = sent;
     }
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name),
-                                  detail::fence_key(rec.name)};
+                                  ext::fence_key(rec.name)};
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
                                   std::to_string(line.entry_ttl.count()), channel(rec.name),
-                                  backend.client_id(), detail::fence_arg(fencing)};
-    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(detail::sharded_pubsub(backend)),
+                                  backend.client_id(), ext::fence_arg(fencing)};
+    auto [ec, v] = co_await ext::acknowledged_eval(backend, rec.acks, acquire_script(ext::sharded_pubsub(backend)),
                                                         std::move(keys), std::move(args));
-    detail::note(rec, ec, v);
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() < 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
-    auto verdict = detail::integer_of(v.elements[0]);
-    auto left = detail::integer_of(v.elements[1]);
+    auto verdict = ext::integer_of(v.elements[0]);
+    auto left = ext::integer_of(v.elements[1]);
     if (!verdict || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     switch (*verdict) {
       case 1:
         if (fencing) {
-          auto fence = v.elements.size() == 3 ? detail::fence_of(v.elements[2]) : std::nullopt;
+          auto fence = v.elements.size() == 3 ? ext::fence_of(v.elements[2]) : std::nullopt;
           if (!fence) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
           rec.fence = fence;
         }
@@ -380,7 +376,7 @@ return out
         line.reset();
         co_return std::pair{error_code{}, attempt{true, std::nullopt}};
       case 0: {
-        auto place = v.elements.size() == 3 ? detail::integer_of(v.elements[2]) : std::nullopt;
+        auto place = v.elements.size() == 3 ? ext::integer_of(v.elements[2]) : std::nullopt;
         if (!place) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
         if (join) {
           line.since = sent;  // no grant of this place before this try ran
@@ -394,15 +390,15 @@ return out
   }
 
   template <class B>
-  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, detail::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, ext::hold_record& rec) const {
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name),
-                                  detail::release_memory::key(rec)};
+                                  ext::release_memory::key(rec)};
     std::vector<std::string> args{rec.owner, release_memory.ttl(), channel(rec.name),
-                                  detail::release_memory::retry_flag(rec)};
-    auto [ec, v] = co_await detail::eval(backend, release_script(detail::sharded_pubsub(backend)), std::move(keys),
+                                  ext::release_memory::retry_flag(rec)};
+    auto [ec, v] = co_await ext::eval(backend, release_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
-    detail::note(rec, ec, v);
-    co_return detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
+    ext::note(rec, ec, v);
+    co_return ext::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
   }
 
   /// Leaves the line (a wait that timed out, was cancelled or failed), in
@@ -412,11 +408,11 @@ return out
   asio::awaitable<std::pair<error_code, bool>> leave(B& backend, record& rec) const {
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name)};
     std::vector<std::string> args{rec.owner, channel(rec.name)};
-    auto [ec, v] = co_await detail::eval(backend, leave_script(detail::sharded_pubsub(backend)), std::move(keys),
+    auto [ec, v] = co_await ext::eval(backend, leave_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
-    detail::note(rec, ec, v);
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, false};
-    auto n = detail::integer_of(v);
+    auto n = ext::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};
     if (*n == 1) {
       rec.confirm(rec.state.queued_since());
@@ -429,14 +425,14 @@ return out
   /// A try whose reply was lost, found won by resolve(): when its lease can
   /// have begun at the earliest. A waiter in the line may have been granted
   /// before that try was sent, but not before it was last seen queued.
-  static detail::steady::time_point earliest_start(const record& rec, detail::steady::time_point sent) {
+  static ext::steady::time_point earliest_start(const record& rec, ext::steady::time_point sent) {
     return rec.state.joined ? std::min(sent, rec.state.queued_since()) : sent;
   }
 
   /// A grant's lease, as far as this process can bound it: it began after
   /// `queued_since()`, and (when a try saw the key) ends no earlier than
   /// that try's send time plus the PTTL it read.
-  static void confirm_grant(record& rec, detail::steady::time_point sent, milliseconds left) {
+  static void confirm_grant(record& rec, ext::steady::time_point sent, milliseconds left) {
     rec.confirm(rec.state.queued_since());
     if (left > milliseconds::zero() && left <= rec.lease) rec.confirm(sent + left - rec.lease);
   }

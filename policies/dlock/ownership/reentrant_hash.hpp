@@ -5,11 +5,7 @@
 #include <optional>
 #include <string>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/commands.hpp>
-#include <dlock/detail/fencing.hpp>
-#include <dlock/detail/publishing.hpp>
-#include <dlock/detail/release_memory.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::ownership {
 
@@ -36,7 +32,7 @@ struct ReentrantHash {
   static constexpr const char* unlock_message = "0";
 
   /// How long a release remembers its result for a retry (10 s).
-  detail::release_memory release_memory;
+  ext::release_memory release_memory;
 
   /// Fencing tokens (see dlock::fencing_tokens); empty: off. A reentrant
   /// acquire keeps the token of the first.
@@ -70,7 +66,7 @@ struct ReentrantHash {
   // script's HSET when a later PEXPIRE is refused, and a hash without expiry
   // would be a lock held forever. 1e12 is dlock::max_lease.
   static const redis::script& acquire_script() {
-    static const redis::script s(std::string(detail::fence_lua) + R"lua(
+    static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local lease = tonumber(ARGV[1])
 local idle = tonumber(ARGV[4] or '0')
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12 then
@@ -100,7 +96,7 @@ return redis.call('PTTL', KEYS[1])
   // retry, ARGV[6] channel. The channel is not a key: for some names with
   // braces ("x}y", "q{"), Redisson's channel name hashes to another cluster
   // slot than the lock, and a script's KEYS must share one slot. `Sharded`: it publishes
-  // with SPUBLISH (a cluster's sharded pub/sub; see detail::release_channel
+  // with SPUBLISH (a cluster's sharded pub/sub; see ext::release_channel
   // for the channel there).
   // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
   // The held case, the usual one, asks one question (HEXISTS on a missing
@@ -108,7 +104,7 @@ return redis.call('PTTL', KEYS[1])
   static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
-    static const redis::script s(detail::release_memory::remembered(R"lua(
+    static const redis::script s(ext::release_memory::remembered(R"lua(
 local lease = tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
   return redis.error_reply('ERR dlock: lease out of range')
@@ -120,11 +116,11 @@ if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
     result = 0
   else
     redis.call('DEL', KEYS[1])
-    redis.call(')lua" + std::string(detail::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
+    redis.call(')lua" + std::string(ext::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
     result = 1
   end
 elseif redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call(')lua" + std::string(detail::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
+  redis.call(')lua" + std::string(ext::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
   result = 2
 else
   result = 3
@@ -137,7 +133,7 @@ end
   // counter idle ms. The next fencing token if the hash has the field,
   // else 0.
   static const redis::script& fence_script() {
-    static const redis::script s(std::string(detail::fence_lua) + R"lua(
+    static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local idle = tonumber(ARGV[2])
 if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return next_fence(KEYS[2], idle) end
@@ -148,8 +144,8 @@ return 0
 
   /// For a hold won without a fencing token in the reply (a lost reply
   /// found to have won): the owner-checked call that takes one.
-  script_call fence_call(const detail::hold_record& rec) const {
-    return {&fence_script(), {rec.name, detail::fence_key(rec.name)}, {rec.owner, detail::fence_arg(fencing)}};
+  script_call fence_call(const ext::hold_record& rec) const {
+    return {&fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
   }
 
   // KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner field. 1 extended, 0 gone.
@@ -166,15 +162,15 @@ return 0
 
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
-                                                              detail::hold_record& rec) const {
-    auto sent = detail::steady::now();
+                                                              ext::hold_record& rec) const {
+    auto sent = ext::steady::now();
     // Named vectors, not braced lists: g++ 12 miscompiles initializer lists
     // inside co_await expressions ("array used as initializer").
-    std::vector<std::string> keys{rec.name, detail::release_memory::acquire_key(rec), detail::fence_key(rec.name)};
+    std::vector<std::string> keys{rec.name, ext::release_memory::acquire_key(rec), ext::fence_key(rec.name)};
     std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl(),
-                                  detail::fence_arg(fencing)};
-    auto [ec, v] = co_await detail::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
-    detail::note(rec, ec, v);
+                                  ext::fence_arg(fencing)};
+    auto [ec, v] = co_await ext::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.is_null() && !fencing) {
       rec.confirm(sent);
@@ -185,7 +181,7 @@ return 0
         co_return std::pair{error_code(error::unexpected_reply), attempt{}};
       // A hold already counted keeps its token; a re-entry that found the
       // counter gone ({0}) leaves it to the lock to take one.
-      if (!rec.fence) rec.fence = detail::fence_of(v.elements[0]);
+      if (!rec.fence) rec.fence = ext::fence_of(v.elements[0]);
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
@@ -195,16 +191,16 @@ return 0
 
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
-                                                                  detail::hold_record& rec) const {
-    std::vector<std::string> keys{rec.name, detail::release_memory::key(rec)};
+                                                                  ext::hold_record& rec) const {
+    std::vector<std::string> keys{rec.name, ext::release_memory::key(rec)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
-                                  release_memory.ttl(), detail::release_memory::retry_flag(rec),
-                                  detail::release_channel<ReentrantHash>(backend, rec.name)};
-    auto [ec, v] = co_await detail::eval(backend, release_script(detail::sharded_pubsub(backend)), std::move(keys),
+                                  release_memory.ttl(), ext::release_memory::retry_flag(rec),
+                                  ext::release_channel<ReentrantHash>(backend, rec.name)};
+    auto [ec, v] = co_await ext::eval(backend, release_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
-    detail::note(rec, ec, v);
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, release_outcome::lease_lost};
-    switch (detail::integer_of(v).value_or(-1)) {
+    switch (ext::integer_of(v).value_or(-1)) {
       case 0: co_return std::pair{error_code{}, release_outcome::still_held};
       case 1: co_return std::pair{error_code{}, release_outcome::released};
       case 2: co_return std::pair{error_code{}, release_outcome::lease_lost};
@@ -217,20 +213,20 @@ return 0
   /// the marker a winning try leaves (a count comparison would be fooled by
   /// another Lock object sharing this owner's field).
   template <class B>
-  asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const ext::hold_record& rec) const {
     auto [ec, v] =
-        co_await detail::command(backend, rec.name, redis::request().push("EXISTS", detail::release_memory::acquire_key(rec)));
+        co_await ext::command(backend, rec.name, redis::request().push("EXISTS", ext::release_memory::acquire_key(rec)));
     if (ec) co_return std::pair{ec, false};
-    auto n = detail::integer_of(v);
+    auto n = ext::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};
     co_return std::pair{error_code{}, n == 1};
   }
 
   /// An extend reply: 1 extended, 0 the key is gone or not ours; anything
   /// else is no verdict (the renewal is tried again soon).
-  static renewal_verdict read_extend(const redis::value& v) { return detail::read_extend_reply(v); }
+  static renewal_verdict read_extend(const redis::value& v) { return ext::read_extend_reply(v); }
 
-  script_call extend_call(const detail::hold_record& rec) const {
+  script_call extend_call(const ext::hold_record& rec) const {
     return {&extend_script(), {rec.name}, {std::to_string(rec.lease.count()), rec.owner}};
   }
 };

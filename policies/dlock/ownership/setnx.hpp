@@ -5,8 +5,7 @@
 #include <functional>
 #include <string>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/commands.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::ownership {
 
@@ -39,8 +38,8 @@ struct SetNx {
   /// A lost acquire reply cannot be resolved: the value does not tell this
   /// try from another client's, so it stays outcome_unknown.
   template <class B>
-  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const detail::hold_record&) const {
-    return detail::cannot_resolve();
+  asio::awaitable<std::pair<error_code, bool>> resolve(B&, const ext::hold_record&) const {
+    return ext::cannot_resolve();
   }
 
   std::string make_owner(const std::string& client_id, const std::string& owner_id) const {
@@ -49,20 +48,20 @@ struct SetNx {
 
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
-                                                              detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("SETNX", rec.name, rec.owner));
-    detail::note(rec, ec, v);
+                                                              ext::hold_record& rec) const {
+    auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("SETNX", rec.name, rec.owner));
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
-    auto won = detail::integer_of(v);
+    auto won = ext::integer_of(v);
     if (won == 0) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
     if (won != 1) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (rec.lease > milliseconds::zero()) {
       if (between_setnx_and_expire) between_setnx_and_expire();
-      auto sent = detail::steady::now();
+      auto sent = ext::steady::now();
       auto [eec, ev] =
-          co_await detail::command(backend, rec.name, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
-      detail::note(rec, eec, ev);
-      auto set = detail::integer_of(ev);
+          co_await ext::command(backend, rec.name, redis::request().push("PEXPIRE", rec.name, rec.lease.count()));
+      ext::note(rec, eec, ev);
+      auto set = ext::integer_of(ev);
       // 0: the key vanished between the two commands (anyone's DEL frees
       // an A1 lock): not ours, try again.
       if (!eec && set == 0) co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};
@@ -71,7 +70,7 @@ struct SetNx {
         // A key without its expiry would never free: give it back and
         // report the failure. If the DEL cannot get through either, this is
         // A1b's failure for real, and the caller still learns of it.
-        co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
+        co_await ext::command(backend, rec.name, redis::request().push("DEL", rec.name));
         co_return std::pair{eec, attempt{}};
       }
       rec.confirm(sent);
@@ -81,10 +80,10 @@ struct SetNx {
 
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
-                                                                  detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("DEL", rec.name));
-    detail::note(rec, ec, v);
-    co_return detail::deleted(ec, v);
+                                                                  ext::hold_record& rec) const {
+    auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("DEL", rec.name));
+    ext::note(rec, ec, v);
+    co_return ext::deleted(ec, v);
   }
 };
 

@@ -5,17 +5,14 @@
 #include <optional>
 #include <string>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/commands.hpp>
-#include <dlock/detail/fencing.hpp>
-#include <dlock/detail/random.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::ownership {
 
 /// `SET name token NX PX lease` to acquire; release and extend act only if
 /// the key still holds this hold's token. The token is 128 bits, fresh for
 /// every acquisition, from a per-thread ChaCha20 generator keyed from the
-/// OS (detail::random_hex). The key holds nothing but the
+/// OS (ext::random_hex). The key holds nothing but the
 /// token, as with redis-py's `Lock` and node-redlock, so their locks and
 /// this one exclude each other on the same name.
 ///
@@ -50,13 +47,22 @@ struct Token {
   /// Fencing tokens (see dlock::fencing_tokens); empty: off.
   std::optional<fencing_tokens> fencing;
 
+  /// Token's own part of a hold's record.
+  struct hold_state {
+    /// Whether the hold was still safe to trust (remaining() above zero)
+    /// when the first attempt of its release left: a retry that finds the
+    /// key gone reads it by this, having no release memory.
+    bool first_release_in_lease = false;
+  };
+  using record = ext::hold_record_with<hold_state>;
+
   std::error_code validate() const { return fencing ? fencing->validate() : std::error_code{}; }
 
   /// Its release publishes nothing (no wait::PubSub with it).
   static std::string channel(std::string_view) { return {}; }
 
   std::string make_owner(const std::string&, const std::string&) const {
-    return detail::random_hex(16);
+    return ext::random_hex(16);
   }
 
   // KEYS[1] lock; ARGV[1] token. 1 released, 0 the key is not ours (gone,
@@ -87,7 +93,7 @@ return 0
   // pttl} held by another. Everything is checked before anything is
   // written.
   static const redis::script& fenced_acquire_script() {
-    static const redis::script s(std::string(detail::fence_lua) + R"lua(
+    static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local lease = tonumber(ARGV[2])
 local idle = tonumber(ARGV[3])
 if not lease or lease < 0 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 1 or idle > 1e12 then
@@ -108,7 +114,7 @@ return {0, redis.call('PTTL', KEYS[1])}
   // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] token, ARGV[2] counter
   // idle ms. The next fencing token if the key holds ARGV[1], else 0.
   static const redis::script& fence_script() {
-    static const redis::script s(std::string(detail::fence_lua) + R"lua(
+    static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local idle = tonumber(ARGV[2])
 if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
 if redis.call('GET', KEYS[1]) == ARGV[1] then return next_fence(KEYS[2], idle) end
@@ -120,71 +126,71 @@ return 0
   /// For a hold won without a fencing token in the reply (a hand-off's
   /// grant, a lost reply found to have won): the owner-checked call that
   /// takes one (a positive integer; 0 when the key is not ours).
-  script_call fence_call(const detail::hold_record& rec) const {
-    return {&fence_script(), {rec.name, detail::fence_key(rec.name)}, {rec.owner, detail::fence_arg(fencing)}};
+  script_call fence_call(const ext::hold_record& rec) const {
+    return {&fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
   }
 
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
-                                                              detail::hold_record& rec) const {
-    auto sent = detail::steady::now();
+                                                              ext::hold_record& rec) const {
+    auto sent = ext::steady::now();
     if (fencing) co_return co_await fenced_try(backend, rec, sent);
     redis::request req;
     if (rec.lease > milliseconds::zero()) req.push("SET", rec.name, rec.owner, "NX", "PX", rec.lease.count());
     else req.push("SET", rec.name, rec.owner, "NX");
     req.push("PTTL", rec.name);
-    auto [ec, r] = co_await detail::acknowledged_exec(backend, rec.name, rec.acks, std::move(req));
+    auto [ec, r] = co_await ext::acknowledged_exec(backend, rec.name, rec.acks, std::move(req));
     if (ec) co_return std::pair{ec, attempt{}};
     if (r.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
-    if (r[0].is_error()) co_return std::pair{detail::refused(rec, r[0]), attempt{}};  // refused: not run
+    if (r[0].is_error()) co_return std::pair{ext::refused(rec, r[0]), attempt{}};  // refused: not run
     // Not taken, and the PTTL refused (an ACL without it): the SET did not run.
-    if (r[0].is_null() && r[1].is_error()) co_return std::pair{detail::refused(rec, r[1]), attempt{}};
+    if (r[0].is_null() && r[1].is_error()) co_return std::pair{ext::refused(rec, r[1]), attempt{}};
     if (r[0].type == redis::kind::simple_string && r[0].str == "OK") {
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
-    auto left = detail::integer_of(r[1]);
+    auto left = ext::integer_of(r[1]);
     // Anything but nil (held) with an integer PTTL is no verdict: it may have run.
     if (!r[0].is_null() || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
   }
 
   template <class B>
-  asio::awaitable<std::pair<error_code, attempt>> fenced_try(B& backend, detail::hold_record& rec,
-                                                             detail::steady::time_point sent) const {
-    std::vector<std::string> keys{rec.name, detail::fence_key(rec.name)};
-    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), detail::fence_arg(fencing)};
+  asio::awaitable<std::pair<error_code, attempt>> fenced_try(B& backend, ext::hold_record& rec,
+                                                             ext::steady::time_point sent) const {
+    std::vector<std::string> keys{rec.name, ext::fence_key(rec.name)};
+    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), ext::fence_arg(fencing)};
     auto [ec, v] =
-        co_await detail::acknowledged_eval(backend, rec.acks, fenced_acquire_script(), std::move(keys), std::move(args));
-    detail::note(rec, ec, v);
+        co_await ext::acknowledged_eval(backend, rec.acks, fenced_acquire_script(), std::move(keys), std::move(args));
+    ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
     if (v.type != redis::kind::array || v.elements.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
-    auto verdict = detail::integer_of(v.elements[0]);
+    auto verdict = ext::integer_of(v.elements[0]);
     if (verdict == 1) {
-      auto fence = detail::fence_of(v.elements[1]);
+      auto fence = ext::fence_of(v.elements[1]);
       if (!fence) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
       rec.fence = fence;
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
-    auto left = detail::integer_of(v.elements[1]);
+    auto left = ext::integer_of(v.elements[1]);
     if (verdict != 0 || !left) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
   }
 
   template <class B>
-  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
-                                                                  detail::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, record& rec) const {
     // The first attempt of this release notes whether the hold was still
     // safe to trust when it left; a retry reads a vanished key by it.
     const bool retry = rec.release_retry;
-    if (!retry) rec.first_release_in_lease = rec.remaining() > milliseconds::zero();
+    if (!retry) rec.state.first_release_in_lease = rec.remaining() > milliseconds::zero();
     std::vector<std::string> keys{rec.name};
     std::vector<std::string> args{rec.owner};
-    auto [ec, v] = co_await detail::eval(backend, release_script(), std::move(keys), std::move(args));
-    detail::note(rec, ec, v);
-    auto result = detail::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
-    if (retry && !result.first && result.second == release_outcome::lease_lost && rec.first_release_in_lease)
+    auto [ec, v] = co_await ext::eval(backend, release_script(), std::move(keys), std::move(args));
+    ext::note(rec, ec, v);
+    auto result = ext::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
+    if (retry && !result.first && result.second == release_outcome::lease_lost &&
+        rec.state.first_release_in_lease)
       result.second = release_outcome::released;
     co_return result;
   }
@@ -193,8 +199,8 @@ return 0
   /// try's token (the token is fresh per acquisition, so only our SET can
   /// have put it there).
   template <class B>
-  asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const detail::hold_record& rec) const {
-    auto [ec, v] = co_await detail::command(backend, rec.name, redis::request().push("GET", rec.name));
+  asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const ext::hold_record& rec) const {
+    auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("GET", rec.name));
     if (ec) co_return std::pair{ec, false};
     if (v.is_null()) co_return std::pair{error_code{}, false};
     if (v.type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), false};
@@ -203,9 +209,9 @@ return 0
 
   /// An extend reply: 1 extended, 0 the key is gone or not ours; anything
   /// else is no verdict (the renewal is tried again soon).
-  static renewal_verdict read_extend(const redis::value& v) { return detail::read_extend_reply(v); }
+  static renewal_verdict read_extend(const redis::value& v) { return ext::read_extend_reply(v); }
 
-  script_call extend_call(const detail::hold_record& rec) const {
+  script_call extend_call(const ext::hold_record& rec) const {
     return {&extend_script(), {rec.name}, {rec.owner, std::to_string(rec.lease.count())}};
   }
 };

@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include <dlock/concepts.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/keepers.hpp>
 
 namespace dlock::renewal {
@@ -32,7 +32,7 @@ struct FixedLease {
   milliseconds lease() const { return duration; }
   milliseconds period() const { return milliseconds::zero(); }
   milliseconds margin() const { return safety.of(duration); }
-  std::error_code validate() const { return detail::validate_lease(duration, safety, duration); }
+  std::error_code validate() const { return ext::validate_lease(duration, safety, duration); }
 };
 
 }  // namespace dlock::renewal

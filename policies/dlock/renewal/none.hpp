@@ -1,7 +1,7 @@
 // renewal::None: the key never expires (the first attempt, A1).
 #pragma once
 
-#include <dlock/concepts.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/keepers.hpp>
 
 namespace dlock::renewal {

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include <dlock/concepts.hpp>
+#include <dlock/ext.hpp>
 #include <dlock/keepers.hpp>
 
 namespace dlock::renewal {
@@ -23,7 +23,8 @@ namespace dlock::renewal {
 /// the hold. The timeout must be at most max_lease (10^12 ms), and its
 /// margin at most a third of it, so that a renewal sent at a third of the
 /// lease has another third to be confirmed: with the default margin the
-/// shortest timeout is 16 ms.
+/// shortest timeout is 18 ms (its margin, 5 ms + 1% rounded up, is
+/// 6 ms: a third of it).
 struct Watchdog {
   static constexpr const char* policy_name = "watchdog";
   static constexpr bool expires = true;
@@ -42,7 +43,7 @@ struct Watchdog {
   milliseconds lease() const { return timeout; }
   milliseconds period() const { return timeout / 3; }
   milliseconds margin() const { return safety.of(timeout); }
-  std::error_code validate() const { return detail::validate_lease(timeout, safety, timeout / 3 + milliseconds(1)); }
+  std::error_code validate() const { return ext::validate_lease(timeout, safety, timeout / 3 + milliseconds(1)); }
 };
 
 }  // namespace dlock::renewal

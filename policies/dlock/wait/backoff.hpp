@@ -5,8 +5,7 @@
 #include <chrono>
 #include <random>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/sleep.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::wait {
 
@@ -24,8 +23,8 @@ struct Backoff {
   Backoff(milliseconds b, milliseconds c) : base(b), cap(c) {}
 
   std::error_code validate() const {
-    if (auto ec = detail::validate_positive(base, error::invalid_interval)) return ec;
-    if (auto ec = detail::validate_positive(cap, error::invalid_interval)) return ec;
+    if (auto ec = ext::validate_positive(base, error::invalid_interval)) return ec;
+    if (auto ec = ext::validate_positive(cap, error::invalid_interval)) return ec;
     if (cap < base) return make_error_code(error::invalid_interval);
     return {};
   }
@@ -45,14 +44,14 @@ struct Backoff {
     waiter(const Backoff& p, B&, const std::string& /*name*/, const std::string& /*channel*/)
         : base(p.base), cap(p.cap) {}
     asio::awaitable<error_code> prepare() { co_return error_code{}; }
-    asio::awaitable<error_code> wait(std::optional<milliseconds>, detail::steady::time_point deadline) {
+    asio::awaitable<error_code> wait(std::optional<milliseconds>, ext::steady::time_point deadline) {
       auto limit = bound(base, cap, tries++);
       // Seeded once per thread: jitter needs no fresh entropy, and reading
       // the OS's on every acquire would cost syscalls on the uncontended path.
       thread_local std::minstd_rand rng{std::random_device{}()};
       std::uniform_int_distribution<long long> pick(0, limit.count());
       auto pause = milliseconds(pick(rng));
-      co_return co_await detail::sleep_until(std::min(deadline, detail::steady::now() + pause));
+      co_return co_await ext::sleep_until(std::min(deadline, ext::steady::now() + pause));
     }
   };
 };

@@ -14,13 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/background.hpp>
-#include <dlock/detail/commands.hpp>
-#include <dlock/wait/detail/grant_router.hpp>
-#include <dlock/wait/detail/queue_refresher.hpp>
-#include <dlock/detail/random.hpp>
-#include <dlock/detail/sleep.hpp>
+#include <dlock/ext/waiting.hpp>
 
 namespace dlock::wait {
 
@@ -33,7 +27,7 @@ namespace dlock::wait {
 /// time) and is refreshed every third of it (every quarter of the lease,
 /// when that is shorter: a grant's lease is counted from the last refresh).
 /// The refreshes of all the waiters of one backend are batched
-/// (detail::queue_refresher: one script per lock per period, in one round
+/// (ext::queue_refresher: one script per lock per period, in one round
 /// trip), and a refresh also notices a grant whose message was lost, an
 /// entry that lapsed, or a lock left free by a dead holder; the waiter is
 /// then woken to try again. A waiter whose process dies drops out of the
@@ -93,7 +87,7 @@ struct HandOff {
     /// passed (a try_lock() never queues). The token is registered for its
     /// grant before the first try that joins.
     template <class O, class Rec>
-    asio::awaitable<void> before_try(const O&, Rec& rec, detail::steady::time_point deadline) {
+    asio::awaitable<void> before_try(const O&, Rec& rec, ext::steady::time_point deadline) {
       token_ = rec.owner;
       if (!ticket_ && router().subscribed(channel_)) co_await enter();
       // A grant's lease is counted from the last "queued" reply: refresh
@@ -103,7 +97,7 @@ struct HandOff {
       auto& line = rec.state;
       line.entry_ttl = entry_ttl_;
       line.refresh = refresh_;
-      line.join = ticket_ && detail::steady::now() < deadline && ticket_->ready();
+      line.join = ticket_ && ext::steady::now() < deadline && ticket_->ready();
       joined_ = joined_ || line.join;
     }
 
@@ -115,14 +109,14 @@ struct HandOff {
       co_return ec;
     }
 
-    asio::awaitable<error_code> wait(std::optional<milliseconds> held_for, detail::steady::time_point deadline) {
+    asio::awaitable<error_code> wait(std::optional<milliseconds> held_for, ext::steady::time_point deadline) {
       if (state_->granted || std::exchange(state_->check, false)) co_return error_code{};
       // Wake when the holder's lease could end (a dead holder's lock is
       // handed on by the next try that sees it free); the entry's refreshes
       // are the backend's batched ones, which wake this waiter if it must
       // try (see poker()).
       auto until = deadline;
-      if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, detail::steady::now() + *held_for);
+      if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, ext::steady::now() + *held_for);
       state_->timer.expires_at(until);
       auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
       if (state_->granted || std::exchange(state_->check, false)) co_return error_code{};
@@ -153,7 +147,7 @@ struct HandOff {
     template <class O, class Rec>
     void after_try(const O&, const std::shared_ptr<Rec>& rec, const attempt& at) {
       if (at.acquired || stop_refresh_ || !rec->state.joined || rec->state.place == 0) return;
-      auto& refresher = backend_.template use_service<detail::queue_refresher<B, O>>();
+      auto& refresher = backend_.template use_service<ext::queue_refresher<B, O>>();
       refresher.add(rec, poker());
       stop_refresh_ = [&refresher, rec] { refresher.remove(rec.get()); };
     }
@@ -166,7 +160,7 @@ struct HandOff {
     /// lapsed, and a grant found meanwhile is released at once (which hands
     /// the lock on), so it never sits unused until its lease ends.
     template <class O, class Rec>
-    asio::awaitable<bool> leave(const O& o, const std::shared_ptr<Rec>& rec, detail::background_work& background) {
+    asio::awaitable<bool> leave(const O& o, const std::shared_ptr<Rec>& rec, ext::background& background) {
       stop_refreshing();
       if (!rec->state.joined) co_return false;
       auto [ec, granted] = co_await o.leave(backend_, *rec);
@@ -208,7 +202,7 @@ struct HandOff {
       bool check = false;           // try again now (just subscribed, or messages may be lost)
     };
 
-    detail::grant_router<B>& router() { return backend_.template use_service<detail::grant_router<B>>(); }
+    ext::grant_router<B>& router() { return backend_.template use_service<ext::grant_router<B>>(); }
 
     void stop_refreshing() {
       if (auto stop = std::exchange(stop_refresh_, nullptr)) stop();
@@ -220,8 +214,8 @@ struct HandOff {
     // backend and `background` outlive it.
     template <class O, class Rec>
     static asio::awaitable<void> leave_later(const O& o, B& backend, std::shared_ptr<Rec> rec,
-                                             detail::background_work& background) {
-      auto until = detail::steady::now() + rec->state.entry_ttl + std::chrono::seconds(1);
+                                             ext::background& background) {
+      auto until = ext::steady::now() + rec->state.entry_ttl + std::chrono::seconds(1);
       error_code last;
       std::string last_words;  // the server's, behind a server_error
       do {
@@ -229,22 +223,22 @@ struct HandOff {
         auto [ec, granted] = co_await o.leave(backend, *rec);
         if (!ec) {
           if (granted) {
-            rec->release_id = detail::unique_id();
+            rec->release_id = ext::unique_id();
             rec->release_retry = false;
             rec->server_reply.clear();
             auto [rec_ec, outcome] = co_await o.release(backend, *rec);
             if (rec_ec)
-              background.report(rec_ec, detail::with_server_reply(
+              background.report(rec_ec, ext::with_server_reply(
                                             "giving back a grant that came after its wait ended (it lapses with its lease)",
-                                            detail::words_for(rec_ec, rec->server_reply)));
+                                            ext::words_for(rec_ec, rec->server_reply)));
           }
           co_return;
         }
         last = ec;
-        last_words = detail::words_for(ec, rec->server_reply);
-        co_await detail::sleep_until(detail::steady::now() + std::chrono::milliseconds(100));
-      } while (detail::steady::now() < until);
-      background.report(last, detail::with_server_reply("leaving the lock's queue (the entry lapsed by itself)", last_words));
+        last_words = ext::words_for(ec, rec->server_reply);
+        co_await ext::sleep_until(ext::steady::now() + std::chrono::milliseconds(100));
+      } while (ext::steady::now() < until);
+      background.report(last, ext::with_server_reply("leaving the lock's queue (the entry lapsed by itself)", last_words));
     }
 
     // Registers the token for its grants, on this operation's executor.
@@ -278,7 +272,7 @@ struct HandOff {
     std::shared_ptr<signal> state_;
     std::function<void(bool, std::int64_t)> notify_;  // posts to this operation's executor
     std::function<void()> stop_refresh_;  // set while the backend's refresher keeps the entry alive
-    std::unique_ptr<typename detail::grant_router<B>::ticket> ticket_;
+    std::unique_ptr<typename ext::grant_router<B>::ticket> ticket_;
     std::string refusal_;  // the server's words, when it refused the SUBSCRIBE
   };
 };

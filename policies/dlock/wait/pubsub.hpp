@@ -8,9 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/sleep.hpp>
-#include <dlock/wait/detail/wake_groups.hpp>
+#include <dlock/ext/waiting.hpp>
 
 namespace dlock::wait {
 
@@ -21,7 +19,7 @@ namespace dlock::wait {
 /// returned) runs out, or the caller's deadline passes.
 ///
 /// A release message wakes one waiter of the backend, the one that has
-/// waited longest, not all of them (see detail::wake_groups): one release
+/// waited longest, not all of them (see ext::wake_groups): one release
 /// frees the lock for one client, so the others would only try in vain.
 /// A wake that arrives between a try and the sleep is kept, and a waiter
 /// that leaves with a wake it did not use passes it on. An uncontended
@@ -57,7 +55,7 @@ struct PubSub {
         });
       };
       auto [ec, ticket] =
-          co_await backend_.template use_service<detail::wake_groups<B>>().join(name_, channel_, wake, &refusal_);
+          co_await backend_.template use_service<ext::wake_groups<B>>().join(name_, channel_, wake, &refusal_);
       ticket_ = std::move(ticket);
       // A release between the first try and the subscription sent no
       // message this waiter could hear: the first wait returns at once, so
@@ -67,11 +65,11 @@ struct PubSub {
     }
 
     asio::awaitable<error_code> wait(std::optional<milliseconds> held_for,
-                                     detail::steady::time_point deadline) {
+                                     ext::steady::time_point deadline) {
       if (woken()) co_return error_code{};
       auto until = deadline;
       if (held_for && *held_for >= milliseconds::zero())
-        until = std::min(until, detail::steady::now() + *held_for);
+        until = std::min(until, ext::steady::now() + *held_for);
       state_->timer.expires_at(until);
       auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
       if (woken()) co_return error_code{};
@@ -101,7 +99,7 @@ struct PubSub {
     std::string name_;  // the lock: its releases publish on channel_
     std::string channel_;
     std::shared_ptr<signal> state_;
-    std::unique_ptr<typename detail::wake_groups<B>::ticket> ticket_;
+    std::unique_ptr<typename ext::wake_groups<B>::ticket> ticket_;
     std::string refusal_;
   };
 };

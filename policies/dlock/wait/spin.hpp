@@ -3,8 +3,7 @@
 
 #include <chrono>
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/sleep.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::wait {
 
@@ -21,15 +20,15 @@ struct Spin {
   Spin() = default;
   explicit Spin(milliseconds i) : interval(i) {}
 
-  std::error_code validate() const { return detail::validate_positive(interval, error::invalid_interval); }
+  std::error_code validate() const { return ext::validate_positive(interval, error::invalid_interval); }
 
   template <class B>
   struct waiter {
     milliseconds interval;
     waiter(const Spin& p, B&, const std::string& /*name*/, const std::string& /*channel*/) : interval(p.interval) {}
     asio::awaitable<error_code> prepare() { co_return error_code{}; }
-    asio::awaitable<error_code> wait(std::optional<milliseconds>, detail::steady::time_point deadline) {
-      co_return co_await detail::sleep_until(std::min(deadline, detail::steady::now() + interval));
+    asio::awaitable<error_code> wait(std::optional<milliseconds>, ext::steady::time_point deadline) {
+      co_return co_await ext::sleep_until(std::min(deadline, ext::steady::now() + interval));
     }
   };
 };

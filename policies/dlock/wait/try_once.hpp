@@ -1,8 +1,7 @@
 // wait::TryOnce: one attempt; a held lock is reported at once.
 #pragma once
 
-#include <dlock/concepts.hpp>
-#include <dlock/detail/sleep.hpp>
+#include <dlock/ext.hpp>
 
 namespace dlock::wait {
 
@@ -18,7 +17,7 @@ struct TryOnce {
   struct waiter {
     waiter(const TryOnce&, B&, const std::string& /*name*/, const std::string& /*channel*/) {}
     asio::awaitable<error_code> prepare() { co_return error_code{}; }
-    asio::awaitable<error_code> wait(std::optional<milliseconds>, detail::steady::time_point) {
+    asio::awaitable<error_code> wait(std::optional<milliseconds>, ext::steady::time_point) {
       co_return make_error_code(error::not_acquired);
     }
   };

@@ -1,4 +1,4 @@
-// expect: dlock::Lock wait policy: its waiter's server_reply() must be callable on a const waiter
+// expect: its waiter's server_reply does not match the hook
 #include <dlock/dlock.hpp>
 // A wait whose server_reply() is not const: the lock could never call it,
 // and the server's words would be lost without a word.
