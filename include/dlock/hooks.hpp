@@ -17,6 +17,7 @@
 
 namespace dlock {
 
+// ---- Waiter hooks, and the hand-off -------------------------------------------
 //
 // Around each try the host calls a waiter's hooks, if it has them (the
 // defaults do nothing; detail::wait_steps calls them). Each hook gets the
