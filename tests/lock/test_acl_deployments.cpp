@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -155,9 +156,15 @@ TEST_CASE("Sentinel: each pair of ownership and wait as docs/acl.md's two users,
     for (const auto& w : without(sentinel_rule, word)) args.push_back(w);
     REQUIRE(d.sentinels().command(0, args) == "OK");
     REQUIRE(d.sentinels().command(0, {"ACL", "LOG", "RESET"}) == "OK");
+    // The backend lives until the refusal is seen: its watch subscribes to
+    // +switch-master on a connection of its own, in the background, and a
+    // backend destroyed first never asks (the lock's try and release take
+    // a millisecond; this check failed now and then when `s` was gone by
+    // then).
+    std::optional<dlock::SentinelBackend> s;
     try {
-      dlock::SentinelBackend s(cfg);
-      dlock::Lock<dlock::SentinelBackend> probe(s, "app:probe");
+      s.emplace(cfg);
+      dlock::Lock<dlock::SentinelBackend> probe(*s, "app:probe");
       if (probe.try_lock()) probe.unlock();
     } catch (const std::system_error&) {
       // No master without SENTINEL GET-MASTER-ADDR-BY-NAME.
