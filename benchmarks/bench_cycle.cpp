@@ -40,6 +40,7 @@
 #include <vector>
 
 #include <dlock/dlock.hpp>
+#include <lock/lock_instances.hpp>  // every combination on RedisBackend, compiled once
 #include <support/placement.hpp>
 #include <support/redis_py_lock.hpp>
 #include <support/redis_server.hpp>
@@ -108,6 +109,7 @@ int usage(const char* why) {
 }
 
 int run(int argc, char** argv) {
+  dlock::bench::warn_if_unoptimized();
   int rounds = 9, block = 300;
   std::string url, only;
   auto where = dlock::test::placement::same;

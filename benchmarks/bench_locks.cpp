@@ -22,6 +22,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <dlock/combinations.hpp>
+#include <lock/lock_instances.hpp>  // every combination on RedisBackend, compiled once
 
 #include "bench_support.hpp"
 

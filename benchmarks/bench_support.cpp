@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <utility>
 #include <cstring>
 #include <stdexcept>
 #include <chrono>
@@ -26,7 +28,17 @@ target& server_target() {
   return t;
 }
 
+bool optimized() { return DLOCK_MEASURED_OPTIMIZATION != 0; }
+
+void warn_if_unoptimized() {
+  static bool said = false;
+  if (optimized() || std::exchange(said, true)) return;
+  std::fprintf(stderr, "warning: built without optimization (a build that only tests the benchmarks, "
+                       "-Dmeasured_optimization=false): these figures are not dlock's; use ./dev bench\n");
+}
+
 void choose_server(int& argc, char** argv) {
+  warn_if_unoptimized();
   auto& t = server_target();
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];

@@ -26,6 +26,13 @@ struct target {
 };
 target& server_target();
 
+/// Whether this program was compiled with the project's optimization; a
+/// build that only tests the benchmarks (-Dmeasured_optimization=false,
+/// ./dev test's) is not, and its figures are not dlock's.
+bool optimized();
+/// Says on stderr, once, when the program was built without optimization.
+void warn_if_unoptimized();
+
 /// Takes a redis:// or unix:// URL out of argv (anywhere among the
 /// arguments) and uses that server; without one, starts a private
 /// redis-server. Call before benchmark::ReportUnrecognizedArguments, which

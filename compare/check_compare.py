@@ -289,6 +289,12 @@ def main():
             fail(f"environment.{key} is empty")
     if not env["cpu_count"] > 0 or not env["ping"]["p50_us"] > 0:
         fail(f"environment figures missing: {env}")
+    # A build that only tests dlock-compare (./dev test's) is not optimized,
+    # and must say so where the figures are read.
+    if not isinstance(env.get("optimized"), bool):
+        fail(f"environment.optimized is not true or false: {env}")
+    if env["optimized"] == ("built without optimization" in r.stdout):
+        fail(f"environment.optimized is {env['optimized']}, and the table's warning says otherwise")
 
     got = [c["name"] for c in data["combinations"]]
     if sorted(got) != sorted(names):

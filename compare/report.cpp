@@ -123,7 +123,11 @@ std::string against(const std::vector<combination_result>& rows, const reference
 std::string table(const environment& env, const std::vector<combination_result>& rows, const reference_result& ref,
                   const std::vector<fault_result>& faults) {
   const double ping = env.ping.p50_us;
-  std::string out = "PING round trip (p50): " + fmt("%.1f", ping) + " us on Redis " + env.redis_version + " (" +
+  std::string out = env.optimized ? std::string()
+                                   : "WARNING: this dlock-compare was built without optimization "
+                                     "(-Dmeasured_optimization=false, a build that only tests it): its figures are "
+                                     "not dlock's; ./dev run builds the measuring one\n\n";
+  out += "PING round trip (p50): " + fmt("%.1f", ping) + " us on Redis " + env.redis_version + " (" +
                     env.redis_target + "), " + std::to_string(env.cpu_count) + " CPUs\nplacement of this PING and the " +
                     "uncontended cycles: " + env.placement + "; contention runs unpinned\n\n";
   std::size_t name_w = 11, rep_w = 10;
@@ -188,6 +192,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
   out += "    \"placement\": " + quoted(env.placement) + ",\n";
   out += "    \"cpu_count\": " + std::to_string(env.cpu_count) + ",\n";
   out += "    \"compiler\": " + quoted(env.compiler) + ",\n";
+  out += std::string("    \"optimized\": ") + (env.optimized ? "true" : "false") + ",\n";
   out += "    \"dlock_version\": " + quoted(env.dlock_version) + ",\n";
   out += "    \"git_commit\": " + quoted(env.git_commit) + ",\n";
   out += "    \"depth\": " + quoted(env.depth) + "\n  },\n  \"combinations\": [";

@@ -206,6 +206,10 @@ struct environment {
   std::string placement;     ///< where the PING and the uncontended phase ran: "same (server on CPU 0, client on CPU 0)"
   unsigned cpu_count = 0;
   std::string compiler, dlock_version, git_commit, depth;
+  /// Whether this dlock-compare was compiled with optimization: a build
+  /// that only tests it (-Dmeasured_optimization=false) was not, and its
+  /// figures are not dlock's.
+  bool optimized = true;
 };
 
 /// The table for stdout: one row per combination, times as ratios of the

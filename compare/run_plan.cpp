@@ -61,6 +61,7 @@ environment base_environment(const options& o) {
   env.compiler = compiler();
   env.dlock_version = DLOCK_VERSION;
   env.git_commit = git_commit();
+  env.optimized = DLOCK_MEASURED_OPTIMIZATION != 0;
   env.depth = o.how == depth::quick ? "quick" : o.how == depth::thorough ? "thorough" : "normal";
   return env;
 }

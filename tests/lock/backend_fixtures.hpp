@@ -23,6 +23,7 @@
 #include <support/server_fixture.hpp>
 
 #include "../../examples/sharded_backend.hpp"
+#include "shard_instances.hpp"  // its locks, compiled once
 
 namespace dlock::test {
 

@@ -1,15 +1,20 @@
-// Every combination on RedisBackend, compiled once for the whole test suite
-// (lock_instances_*.cpp, in lock_support): a file that includes this one
-// takes them from there instead of compiling each lock's members again.
-// That halves the compile time of a file that runs all 31 (test_tls_locks:
-// 176 s of CPU at -O0, 88 s with these declarations). Lock<> itself is
-// compiled in libdlock (dlock.hpp declares it).
+// Every combination, on RedisBackend, SentinelBackend and ClusterBackend,
+// compiled once for the whole test suite, dlock-compare and the benchmarks
+// (lock_instances_*.cpp, the library lock_instances of the top meson.build):
+// a file that includes this one takes them from there instead of compiling
+// each lock's members again. That halves the compile time of a file that
+// runs all 31 (test_tls_locks: 176 s of CPU at -O0, 88 s with these
+// declarations). Lock<> itself is compiled in libdlock (dlock.hpp declares
+// it). The test suite's ShardedBackend locks are declared by
+// shard_instances.hpp.
 //
 // The lists, one per ownership, in dlock::combinations::all<>()'s order
 // (lock_instances_setnx.cpp checks that they are that list exactly): each
 // entry is X(Ownership, Renewal, Wait), in the policies' own names.
 #pragma once
 
+#include <dlock/backend/cluster.hpp>
+#include <dlock/backend/sentinel.hpp>
 #include <dlock/dlock.hpp>
 #include <dlock/ownership/naive_expiry.hpp>
 
@@ -30,11 +35,25 @@
   X(NaiveExpiry, FixedLease, TryOnce) X(NaiveExpiry, FixedLease, Spin) X(NaiveExpiry, FixedLease, Backoff)      \
   X(Queue, FixedLease, HandOff) X(Queue, Watchdog, HandOff)
 
-#define DLOCK_TEST_LOCK_TYPE(O, R, W) \
-  dlock::Lock<dlock::RedisBackend, dlock::ownership::O, dlock::renewal::R, dlock::wait::W>
+// All 31, Lock<> (hash/watchdog/pubsub) among them, in list order.
+#define DLOCK_TEST_ALL_LOCKS(X)                                                                           \
+  DLOCK_TEST_SETNX_LOCKS(X) DLOCK_TEST_TOKEN_LOCKS(X) DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) \
+  DLOCK_TEST_OTHER_LOCKS(X)
+// The first half and the rest, so that a backend's locks compile in two
+// files at once.
+#define DLOCK_TEST_FIRST_LOCKS(X) DLOCK_TEST_SETNX_LOCKS(X) DLOCK_TEST_TOKEN_LOCKS(X)
+#define DLOCK_TEST_LAST_LOCKS(X) \
+  DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) DLOCK_TEST_OTHER_LOCKS(X)
+
+#define DLOCK_TEST_LOCK_ON(B, O, R, W) dlock::Lock<B, dlock::ownership::O, dlock::renewal::R, dlock::wait::W>
+#define DLOCK_TEST_LOCK_TYPE(O, R, W) DLOCK_TEST_LOCK_ON(dlock::RedisBackend, O, R, W)
 #define DLOCK_TEST_EXTERN_LOCK(O, R, W) extern template class DLOCK_TEST_LOCK_TYPE(O, R, W);
+#define DLOCK_TEST_EXTERN_SENTINEL_LOCK(O, R, W) extern template class DLOCK_TEST_LOCK_ON(dlock::SentinelBackend, O, R, W);
+#define DLOCK_TEST_EXTERN_CLUSTER_LOCK(O, R, W) extern template class DLOCK_TEST_LOCK_ON(dlock::ClusterBackend, O, R, W);
 
 DLOCK_TEST_SETNX_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_TOKEN_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_HASH_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_OTHER_LOCKS(DLOCK_TEST_EXTERN_LOCK)
+DLOCK_TEST_ALL_LOCKS(DLOCK_TEST_EXTERN_SENTINEL_LOCK)
+DLOCK_TEST_ALL_LOCKS(DLOCK_TEST_EXTERN_CLUSTER_LOCK)

@@ -1,5 +1,6 @@
 // ReentrantHash's locks on RedisBackend (but Lock<>, which libdlock has),
-// compiled once for the test suite (see lock_instances.hpp).
+// compiled once for the tests, dlock-compare and the benchmarks (see
+// lock_instances.hpp).
 #include "lock_instances.hpp"
 
 #define DLOCK_TEST_INSTANTIATE_LOCK(O, R, W) template class DLOCK_TEST_LOCK_TYPE(O, R, W);

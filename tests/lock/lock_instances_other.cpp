@@ -1,5 +1,6 @@
 // GetSetExpiry's, NaiveExpiry's and Queue's locks on RedisBackend, compiled
-// once for the test suite (see lock_instances.hpp).
+// once for the tests, dlock-compare and the benchmarks (see
+// lock_instances.hpp).
 #include "lock_instances.hpp"
 
 #define DLOCK_TEST_INSTANTIATE_LOCK(O, R, W) template class DLOCK_TEST_LOCK_TYPE(O, R, W);

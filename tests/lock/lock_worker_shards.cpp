@@ -5,6 +5,7 @@
 #include <dlock/combinations.hpp>
 
 #include "../../examples/sharded_backend.hpp"
+#include "shard_instances.hpp"  // its locks, compiled once
 #include "lock_worker.hpp"
 
 namespace dlock::test::worker_process {
