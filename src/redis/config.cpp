@@ -226,12 +226,19 @@ void parse_unix(std::string_view rest, config& cfg) {
 }
 
 // The throwing form of a parser that reports through (ec, why).
-template <class Result, class Parse>
-Result or_throw(std::string_view url, Parse parse) {
+template <class Result>
+Result or_throw(std::string_view url, Result (*parse)(std::string_view, std::error_code&, std::string*)) {
   std::error_code ec;
   std::string why;
   Result out = parse(url, ec, &why);
   if (ec) throw std::system_error(ec, why);
+  return out;
+}
+
+// "host:port,host:port,...": a list of hosts as a URL gives them.
+std::string host_list(const std::vector<address>& hosts) {
+  std::string out;
+  for (std::size_t i = 0; i < hosts.size(); ++i) out += (i ? "," : "") + hosts[i].describe();
   return out;
 }
 
@@ -356,12 +363,12 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
 }
 
 sentinel_config parse_sentinel_url(std::string_view url) {
-  return or_throw<sentinel_config>(url, [](auto u, auto& ec, auto* why) { return parse_sentinel_url(u, ec, why); });
+  return or_throw<sentinel_config>(url, parse_sentinel_url);
 }
 
 std::string sentinel_config::describe() const {
-  std::string out = (master.tls ? "rediss-sentinel://" : "redis-sentinel://") + masked_credentials(master);
-  for (std::size_t i = 0; i < sentinels.size(); ++i) out += (i ? "," : "") + sentinels[i].describe();
+  std::string out = (master.tls ? "rediss-sentinel://" : "redis-sentinel://") + masked_credentials(master) +
+                    host_list(sentinels);
   if (master.database != 0) out += "/" + std::to_string(master.database);
   return out + "#" + master_name;
 }
@@ -382,17 +389,15 @@ cluster_config parse_cluster_url(std::string_view url, std::error_code& ec, std:
 }
 
 cluster_config parse_cluster_url(std::string_view url) {
-  return or_throw<cluster_config>(url, [](auto u, auto& ec, auto* why) { return parse_cluster_url(u, ec, why); });
+  return or_throw<cluster_config>(url, parse_cluster_url);
 }
 
 std::string cluster_config::describe() const {
-  std::string out = (node.tls ? "rediss://" : "redis://") + masked_credentials(node);
-  for (std::size_t i = 0; i < seeds.size(); ++i) out += (i ? "," : "") + seeds[i].describe();
-  return out;
+  return (node.tls ? "rediss://" : "redis://") + masked_credentials(node) + host_list(seeds);
 }
 
 config parse_url(std::string_view url) {
-  return or_throw<config>(url, [](auto u, auto& ec, auto* why) { return parse_url(u, ec, why); });
+  return or_throw<config>(url, parse_url);
 }
 
 std::string config::describe() const {
