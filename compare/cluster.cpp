@@ -16,7 +16,7 @@
 #include <dlock/backend/cluster.hpp>
 #include <dlock/combinations.hpp>
 #include <dlock/dlock.hpp>
-#include <lock/lock_instances.hpp>  // every combination on RedisBackend, compiled once
+#include <lock/backend_instances.hpp>  // every combination on each backend, compiled once
 #include <support/hold_history.hpp>
 #include <support/redis_server.hpp>
 

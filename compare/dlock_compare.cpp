@@ -20,7 +20,7 @@
 
 #include <dlock/combinations.hpp>
 #include <dlock/detail/random.hpp>
-#include <lock/lock_instances.hpp>  // every combination on RedisBackend, compiled once
+#include <lock/backend_instances.hpp>  // every combination on each backend, compiled once
 #include <support/child_process.hpp>
 #include <support/placement.hpp>
 #include <support/redis_server.hpp>

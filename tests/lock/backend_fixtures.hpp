@@ -23,7 +23,6 @@
 #include <support/server_fixture.hpp>
 
 #include "../../examples/sharded_backend.hpp"
-#include "shard_instances.hpp"  // its locks, compiled once
 
 namespace dlock::test {
 

@@ -1,20 +1,20 @@
-// Every combination, on RedisBackend, SentinelBackend and ClusterBackend,
-// compiled once for the whole test suite, dlock-compare and the benchmarks
-// (lock_instances_*.cpp, the library lock_instances of the top meson.build):
-// a file that includes this one takes them from there instead of compiling
-// each lock's members again. That halves the compile time of a file that
-// runs all 31 (test_tls_locks: 176 s of CPU at -O0, 88 s with these
-// declarations). Lock<> itself is compiled in libdlock (dlock.hpp declares
-// it). The test suite's ShardedBackend locks are declared by
-// shard_instances.hpp.
+// Every combination on RedisBackend, compiled once for the whole test
+// suite, dlock-compare and the benchmarks (lock_instances_*.cpp, the library
+// lock_instances of the top meson.build): a file that includes this one
+// takes them from there instead of compiling each lock's members again.
+// That halves the compile time of a file that runs all 31 (test_tls_locks:
+// 176 s of CPU at -O0, 88 s with these declarations). Lock<> itself is
+// compiled in libdlock (dlock.hpp declares it). backend_instances.hpp
+// declares the same on SentinelBackend and ClusterBackend, and
+// shard_instances.hpp on the test suite's ShardedBackend: each only for the
+// files that use them, since a declaration costs every file that sees it
+// the class's instantiation.
 //
 // The lists, one per ownership, in dlock::combinations::all<>()'s order
 // (lock_instances_setnx.cpp checks that they are that list exactly): each
 // entry is X(Ownership, Renewal, Wait), in the policies' own names.
 #pragma once
 
-#include <dlock/backend/cluster.hpp>
-#include <dlock/backend/sentinel.hpp>
 #include <dlock/dlock.hpp>
 #include <dlock/ownership/naive_expiry.hpp>
 
@@ -48,12 +48,8 @@
 #define DLOCK_TEST_LOCK_ON(B, O, R, W) dlock::Lock<B, dlock::ownership::O, dlock::renewal::R, dlock::wait::W>
 #define DLOCK_TEST_LOCK_TYPE(O, R, W) DLOCK_TEST_LOCK_ON(dlock::RedisBackend, O, R, W)
 #define DLOCK_TEST_EXTERN_LOCK(O, R, W) extern template class DLOCK_TEST_LOCK_TYPE(O, R, W);
-#define DLOCK_TEST_EXTERN_SENTINEL_LOCK(O, R, W) extern template class DLOCK_TEST_LOCK_ON(dlock::SentinelBackend, O, R, W);
-#define DLOCK_TEST_EXTERN_CLUSTER_LOCK(O, R, W) extern template class DLOCK_TEST_LOCK_ON(dlock::ClusterBackend, O, R, W);
 
 DLOCK_TEST_SETNX_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_TOKEN_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_HASH_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_OTHER_LOCKS(DLOCK_TEST_EXTERN_LOCK)
-DLOCK_TEST_ALL_LOCKS(DLOCK_TEST_EXTERN_SENTINEL_LOCK)
-DLOCK_TEST_ALL_LOCKS(DLOCK_TEST_EXTERN_CLUSTER_LOCK)

@@ -1,6 +1,6 @@
 // SetNx's and Token's locks on SentinelBackend, compiled once for the tests,
-// dlock-compare and the benchmarks (see lock_instances.hpp).
-#include "lock_instances.hpp"
+// dlock-compare and the benchmarks (see backend_instances.hpp).
+#include "backend_instances.hpp"
 
 #define DLOCK_TEST_INSTANTIATE(O, R, W) template class DLOCK_TEST_LOCK_ON(dlock::SentinelBackend, O, R, W);
 DLOCK_TEST_FIRST_LOCKS(DLOCK_TEST_INSTANTIATE)

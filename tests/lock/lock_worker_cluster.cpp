@@ -5,6 +5,7 @@
 
 #include "backend_fixtures.hpp"
 #include "lock_worker.hpp"
+#include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
 
 namespace dlock::test::worker_process {
 

@@ -1,5 +1,6 @@
 // Every combination on examples::ShardedBackend (the test suite's backend
-// over two servers), compiled once for the tests (shard_instances.cpp).
+// over two servers), compiled once for the tests
+// (shard_instances_first.cpp, shard_instances_last.cpp).
 #pragma once
 
 #include "../../examples/sharded_backend.hpp"

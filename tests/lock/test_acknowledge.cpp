@@ -4,6 +4,7 @@
 // renewals keep no hold, WAIT holds up no other lock's commands, and seed
 // 003's failover no longer grants a lock twice.
 #include "combination_tests.hpp"
+#include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
 
 #include <dlock/backend/sentinel.hpp>
 #include <support/hold_history.hpp>

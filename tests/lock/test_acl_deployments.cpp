@@ -18,6 +18,7 @@
 #include <support/sentinel_deployment.hpp>
 
 #include "acl_support.hpp"
+#include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
 
 using namespace std::chrono_literals;
 using dlock::test::redis_server;

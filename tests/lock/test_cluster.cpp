@@ -24,6 +24,7 @@
 #include "backend_fixtures.hpp"
 #include "combination_tests.hpp"
 #include "lock_support.hpp"
+#include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
 
 using namespace std::chrono_literals;
 using dlock::test::scaled;

@@ -2,6 +2,7 @@
 // backend contract alone (examples/sharded_backend.hpp: two servers, each
 // key on the one its cluster slot picks), with no change to the lock.
 #include "combination_tests.hpp"
+#include "shard_instances.hpp"  // its locks, compiled once
 
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::SetNx, "sharded")
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::Token, "sharded")

@@ -3,6 +3,7 @@
 // idle long enough to be removed, after a restart with persistence, after a
 // hand-off, and after a failover that lost the last increment.
 #include "combination_tests.hpp"
+#include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
 
 #include <dlock/backend/sentinel.hpp>
 #include <support/sentinel_deployment.hpp>

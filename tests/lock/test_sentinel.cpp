@@ -2,6 +2,7 @@
 // is not one, following a failover with locks held and waiters waiting, and
 // the representative combinations on a Sentinel deployment.
 #include "combination_tests.hpp"
+#include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
 
 #include <dlock/backend/sentinel.hpp>
 #include <dlock/redis/address_source.hpp>

@@ -22,6 +22,7 @@
 #include <support/redis_server.hpp>
 
 #include "lock_support.hpp"
+#include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
 
 using namespace std::chrono_literals;
 using dlock::test::redis_server;

@@ -1,6 +1,0 @@
-// Every combination on examples::ShardedBackend, compiled once for the
-// tests (see shard_instances.hpp).
-#include "shard_instances.hpp"
-
-#define DLOCK_TEST_INSTANTIATE(O, R, W) template class DLOCK_TEST_LOCK_ON(dlock::examples::ShardedBackend, O, R, W);
-DLOCK_TEST_ALL_LOCKS(DLOCK_TEST_INSTANTIATE)
