@@ -304,7 +304,6 @@ concept Wait = contract::wait_traits<W> && contract::wait_validate<W> && contrac
 
 }  // namespace dlock
 
-// The hooks beyond each family's contract and the rule table, which build on
-// the contracts above.
+// The hooks beyond each family's contract, which build on the contracts
+// above (and include the rule table, which builds on them).
 #include <dlock/hooks.hpp>
-#include <dlock/rules.hpp>

@@ -242,3 +242,6 @@ concept ownership_fencing = detail::fencing_ownership<O>;
 
 }  // namespace contract
 }  // namespace dlock
+
+// The rule table builds on the hooks (queues(), hands_off()).
+#include <dlock/rules.hpp>
