@@ -205,7 +205,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         }
         at = won;
       }
-      if (at.acquired) {
+      if (at.acquired && settling()) {
         auto settled = co_await settle_win(*rec);
         if (settled.ec) {
           ended = settled.ec;
@@ -265,6 +265,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         co_return given;
       }
       // A grant that came before the waiter could leave: settled as any win.
+      if (!settling()) co_return take(fresh);
       auto settled = co_await settle_win(*fresh);
       if (settled.kept) co_return take(fresh);
       if (settled.ec) {

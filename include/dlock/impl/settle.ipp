@@ -34,7 +34,7 @@ bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::settling() const {
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle_win(record_type& rec) -> asio::awaitable<settled_win> {
-  if (!settling()) co_return settled_win{};
+  if (!settling()) co_return settled_win{};  // the callers skip the call then: no frame on the hot path
   rec.server_reply.clear();
   auto [ec, kept] = co_await fence_and_acknowledge(rec);
   co_return settled_win{ec, kept, ec ? std::move(rec.server_reply) : std::string()};
