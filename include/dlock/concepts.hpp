@@ -130,6 +130,7 @@ concept backend_blocking_acknowledging = requires(B& b, std::string_view key, co
 /// A stand-in for the services the host keeps per backend (the watchdog's
 /// renewals, the lease watch): made from the backend, returned by reference.
 struct service_probe {
+  /// Made from any backend, as a service is.
   template <class B>
   explicit service_probe(B&) {}
 };

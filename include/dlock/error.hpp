@@ -178,7 +178,11 @@ inline std::error_condition make_error_condition(condition c) noexcept {
 
 }  // namespace dlock
 
+// std's traits that make the enums above error codes: not dlock's names,
+// so not in the API reference.
+/// @cond
 template <>
 struct std::is_error_code_enum<dlock::error> : std::true_type {};
 template <>
 struct std::is_error_condition_enum<dlock::condition> : std::true_type {};
+/// @endcond

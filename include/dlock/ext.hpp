@@ -37,58 +37,58 @@ using background = detail::background_work;
 using release_memory = detail::release_memory;
 
 // Checking a policy's numbers (error codes, nothing thrown).
-using detail::validate_lease;     // invalid_lease unless 0 < lease <= max_lease and the margin leaves some
-using detail::validate_positive;  // the given error unless the duration is above zero
+using detail::validate_lease;     ///< invalid_lease unless 0 < lease <= max_lease and the margin leaves some
+using detail::validate_positive;  ///< the given error unless the duration is above zero
 
 // Talking to Redis from a policy's coroutine: never cut short by a
 // cancellation, on the calling thread's blocking connection when the call
 // is a blocking one.
-using detail::command;  // one command, its reply (an error reply is server_error)
-using detail::eval;     // one script by SHA, NOSCRIPT handled
-using detail::exec;     // a pipeline, one reply per command
+using detail::command;  ///< one command, its reply (an error reply is server_error)
+using detail::eval;     ///< one script by SHA, NOSCRIPT handled
+using detail::exec;     ///< a pipeline, one reply per command
 // A write that takes a lock: with WAIT behind it when the backend
 // acknowledges writes, what the replicas acknowledged in `acks`.
-using detail::acknowledged_eval;
-using detail::acknowledged_exec;
+using detail::acknowledged_eval;  ///< acknowledged_eval(backend, acks, script, keys, args): a script, as eval
+using detail::acknowledged_exec;  ///< acknowledged_exec(backend, key, acks, request): a pipeline, routed by key
 // Keeping the server's words of a server_error for the lock's message.
-using detail::note;               // note(rec, ec, reply): after a command or script
-using detail::refused;            // refused(rec, reply): one error reply of a pipeline, as server_error
-using detail::words_for;          // words_for(ec, words): the words when ec is server_error, else ""
-using detail::with_server_reply;  // with_server_reply(what, words): "what (Redis replied: words)", cut at 512 bytes
+using detail::note;               ///< note(rec, ec, reply): after a command or script
+using detail::refused;            ///< refused(rec, reply): one error reply of a pipeline, as server_error
+using detail::words_for;          ///< words_for(ec, words): the words when ec is server_error, else ""
+using detail::with_server_reply;  ///< with_server_reply(what, words): "what (Redis replied: words)", cut at 512 bytes
 
 // Keys: where a key lives on a cluster, and companions in the lock's slot.
-using detail::key_slot;       // the cluster slot of a key (0 to 16383), hash tags honoured
-using detail::same_slot_key;  // same_slot_key(name, suffix): "<name-or-tag>:<suffix>" in name's slot
+using detail::key_slot;       ///< the cluster slot of a key (0 to 16383), hash tags honoured
+using detail::same_slot_key;  ///< same_slot_key(name, suffix): "<name-or-tag>:<suffix>" in name's slot
 
 // Ids. Owner tokens must be unguessable: random_hex(16) is 128 bits from a
 // CSPRNG keyed by the OS (re-keyed after fork). unique_id() is unique but
 // guessable: for names of short-lived marker keys only.
-using detail::random_hex;
-using detail::unique_id;
+using detail::random_hex;  ///< random_hex(bytes): that many random bytes as hex, for owner tokens
+using detail::unique_id;   ///< a process-unique id: for marker keys, never for tokens
 
 // Fencing tokens (see dlock::fencing_tokens).
-using detail::fence_arg;  // a fencing setting as a script argument: its idle ms, "0" when off
-using detail::fence_key;  // the counter's key, in the lock's slot
-using detail::fence_lua;  // Lua defining next_fence(key, idle_ms), to prepend to a script
-using detail::fence_of;   // a token in a reply: a positive integer, else nullopt
+using detail::fence_arg;  ///< a fencing setting as a script argument: its idle ms, "0" when off
+using detail::fence_key;  ///< the counter's key, in the lock's slot
+using detail::fence_lua;  ///< Lua defining next_fence(key, idle_ms), to prepend to a script
+using detail::fence_of;   ///< a token in a reply: a positive integer, else nullopt
 
 // Publishing from a script the way the backend's waiters listen.
-using detail::publish_verb;     // "SPUBLISH" on sharded pub/sub, else "PUBLISH"
-using detail::release_channel;  // O's channel on B, in the lock's slot on sharded pub/sub
-using detail::sharded_pubsub;   // whether backend B listens on shard channels
+using detail::publish_verb;     ///< "SPUBLISH" on sharded pub/sub, else "PUBLISH"
+using detail::release_channel;  ///< O's channel on B, in the lock's slot on sharded pub/sub
+using detail::sharded_pubsub;   ///< whether backend B listens on shard channels
 
 // Reading replies strictly.
-using detail::cannot_resolve;     // for an ownership that cannot tell whether a lost try won
-using detail::deleted;            // a DEL-like reply (1 released, 0 not ours) as a release's outcome
-using detail::integer_of;         // the integer a reply carries, or nullopt
-using detail::may_have_run;       // whether a failed command may have run
-using detail::read_extend_reply;  // an extend script's usual reply: 1 renewed, 0 gone
+using detail::cannot_resolve;     ///< for an ownership that cannot tell whether a lost try won
+using detail::deleted;            ///< a DEL-like reply (1 released, 0 not ours) as a release's outcome
+using detail::integer_of;         ///< the integer a reply carries, or nullopt
+using detail::may_have_run;       ///< whether a failed command may have run
+using detail::read_extend_reply;  ///< an extend script's usual reply: 1 renewed, 0 gone
 
 // Waiting.
-using detail::sleep_until;  // a cancellable sleep until a steady time point
+using detail::sleep_until;  ///< a cancellable sleep until a steady time point
 
 // Writing a backend.
-using detail::initiate_through_function;  // an Asio operation completed through a std::function callback
-using redis::detail::call_results;         // a batch's replies (or its one error) as one call_result per call
+using detail::initiate_through_function;  ///< an Asio operation completed through a std::function callback
+using redis::detail::call_results;         ///< a batch's replies (or its one error) as one call_result per call
 
 }  // namespace dlock::ext

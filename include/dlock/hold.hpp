@@ -29,12 +29,16 @@ template <class LockType>
 class Hold {
  public:
   Hold() = default;
+  /// Takes over `other`'s hold; `other` is left empty.
   Hold(Hold&& other) noexcept
       : lock_(std::exchange(other.lock_, nullptr)),
         owner_key_(std::move(other.owner_key_)),
         async_(other.async_),
         record_(std::move(other.record_)),
         release_id_(std::move(other.release_id_)) {}
+  /// Releases this hold first, if it has one, as the destructor does (a
+  /// failure goes to the lock's error handler), then takes over `other`'s;
+  /// `other` is left empty.
   Hold& operator=(Hold&& other) noexcept {
     if (this != &other) {
       abandon();
@@ -52,6 +56,7 @@ class Hold {
 
   /// True until released (or moved from).
   explicit operator bool() const noexcept { return record_ != nullptr; }
+  /// As operator bool (std::unique_lock's name for it).
   bool owns_lock() const noexcept { return record_ != nullptr; }
 
   /// How long the hold is still safe to trust: until its loss deadline

@@ -89,11 +89,11 @@ class Lock {
                 "hand-off waiting and a queueing ownership go together: use ownership::Queue with wait::HandOff");
 
  public:
-  using backend_type = BackendT;
-  using ownership_type = OwnershipT;
-  using renewal_type = RenewalT;
-  using wait_type = WaitT;
-  using hold_type = Hold<Lock>;
+  using backend_type = BackendT;  ///< The backend the lock talks to Redis through.
+  using ownership_type = OwnershipT;  ///< Who holds the lock: the Redis side of acquire, release and extend.
+  using renewal_type = RenewalT;  ///< How long a hold lasts, and who extends it.
+  using wait_type = WaitT;  ///< What an acquire does after a failed try.
+  using hold_type = Hold<Lock>;  ///< The guard that the handle and async interfaces return.
 
   /// Checks the name and every policy parameter before anything reaches
   /// Redis: throws std::system_error with invalid_name (empty or longer than
@@ -113,11 +113,11 @@ class Lock {
   Lock(const Lock&) = delete;
   Lock& operator=(const Lock&) = delete;
 
-  const std::string& name() const noexcept { return name_; }
-  BackendT& backend() noexcept { return backend_; }
-  const OwnershipT& ownership() const noexcept { return ownership_; }
-  const RenewalT& renewal() const noexcept { return renewal_; }
-  const WaitT& wait_policy() const noexcept { return wait_; }
+  const std::string& name() const noexcept { return name_; }  ///< The lock's name: its key in Redis.
+  BackendT& backend() noexcept { return backend_; }  ///< The backend given to the constructor.
+  const OwnershipT& ownership() const noexcept { return ownership_; }  ///< The ownership policy, as validated by the constructor.
+  const RenewalT& renewal() const noexcept { return renewal_; }  ///< The renewal policy, as validated by the constructor.
+  const WaitT& wait_policy() const noexcept { return wait_; }  ///< The wait policy, as validated by the constructor.
 
   /// "token/watchdog/pubsub": the policies' names.
   static std::string combination_name() {
@@ -146,7 +146,7 @@ class Lock {
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& t) {
     return try_lock_for(t - Clock::now());
-  }
+  }  ///< Waits until `t` on any clock (measured as the time left on that clock); as try_lock_for().
 
   /// Releases one hold of the calling thread. Never throws (std::unique_lock
   /// calls it from a destructor): a failure goes to the error handler. Use
@@ -204,7 +204,7 @@ class Lock {
   template <class Clock, class Duration>
   std::optional<hold_type> try_acquire_until(const std::chrono::time_point<Clock, Duration>& t, std::error_code& ec) {
     return try_acquire_for(t - Clock::now(), ec);
-  }
+  }  ///< As above, reporting every failure (not_acquired too) through `ec`.
 
   // ---- async: owned by an explicit owner id -------------------------------
 
@@ -283,7 +283,7 @@ class Lock {
   }
   static std::string owner_id_of(const std::string& key, bool async) {
     return async ? key.substr(async_prefix.size()) : key;
-  }
+  }  ///< The inverse of owner_key(): the owner id an owner key was made from.
 
  private:
   friend class Hold<Lock>;

@@ -24,13 +24,19 @@ namespace dlock {
 /// expiry lives in the value, compared against other clients' clocks.)
 template <class O, class R, class W>
 struct rules {
+  /// A renewal that renews goes with an owner-checked ownership.
   static constexpr bool watchdog_has_owner = !R::renews || O::owner_checked;
+  /// An ownership that needs a lease gets one.
   static constexpr bool lease_present = !O::needs_lease || R::expires;
+  /// A wait for the release message goes with an ownership that publishes it.
   static constexpr bool pubsub_has_publisher = !W::needs_publish || O::publishes_on_release;
+  /// A wait that hands off goes with an ownership that queues, and only with one.
   static constexpr bool hand_off_matches_queue = detail::hands_off<W>() == detail::queues<O>();
+  /// Every rule holds: the combination can work.
   static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher && hand_off_matches_queue;
 };
 
+/// Whether ownership `O`, renewal `R` and wait `W` can work together.
 template <class O, class R, class W>
 inline constexpr bool valid_combination = rules<O, R, W>::ok;
 

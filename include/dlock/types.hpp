@@ -40,9 +40,11 @@ inline constexpr milliseconds max_lease{1'000'000'000'000};
 /// - `delay`: this process noticing late (timer and thread scheduling).
 /// Defaults: 5 ms + 1%, so 12 ms for a 700 ms lease and 305 ms for 30 s.
 struct loss_margin {
-  double drift = 0.01;
-  milliseconds delay{5};
+  double drift = 0.01;  ///< the fraction of the lease allowed for clock drift
+  milliseconds delay{5};  ///< the fixed part, for this process noticing late
 
+  /// The margin for `lease`: `delay + lease * drift`, the second term rounded
+  /// up to whole milliseconds.
   milliseconds of(milliseconds lease) const {
     return delay + std::chrono::ceil<milliseconds>(std::chrono::duration<double, std::milli>(lease) * drift);
   }
@@ -55,7 +57,7 @@ struct loss_margin {
 
 /// What one acquire attempt found.
 struct attempt {
-  bool acquired = false;
+  bool acquired = false;  ///< the try took the lock (or re-entered it)
   /// When held by someone else: the holder's remaining lease if the
   /// algorithm can tell (PTTL); negative when the key never expires;
   /// nullopt when unknown. Wait policies use it to bound a wait.

@@ -16,8 +16,8 @@ namespace dlock::redis {
 /// What the WAIT behind a write found: how many replicas it asked for and
 /// how many acknowledged in time. `wanted` is 0 when no WAIT was sent.
 struct replica_acks {
-  int wanted = 0;
-  int acked = 0;
+  int wanted = 0;  ///< replicas the WAIT asked for (0: no WAIT was sent)
+  int acked = 0;   ///< replicas that acknowledged within its timeout
   /// At least `wanted` (and so at least one) replicas have the write.
   bool met() const noexcept { return wanted > 0 && acked >= wanted; }
 };

@@ -61,6 +61,8 @@ using error_code = boost::system::error_code;
 ///   byte arriving closes the socket (the server is gone).
 class blocking_connection {
  public:
+  /// Does not connect yet (the first call does). Throws std::system_error
+  /// (invalid_argument) when the TLS settings cannot be used.
   explicit blocking_connection(config cfg);
   ~blocking_connection();
   blocking_connection(const blocking_connection&) = delete;
@@ -95,13 +97,14 @@ class blocking_connection {
     return now - last_used_;
   }
 
+  /// Whether it holds a socket now (it may still be dead: see check_idle).
   bool is_open() const noexcept { return fd_ >= 0; }
   /// Why the last connect failed, in more words than its error code (see
   /// connection::last_connect_failure).
   const std::string& last_connect_failure() const noexcept { return last_failure_; }
   /// Successful connects so far.
   std::size_t connects() const noexcept { return connects_; }
-  const config& settings() const noexcept { return cfg_; }
+  const config& settings() const noexcept { return cfg_; }  ///< the settings it was made with
 
  private:
   error_code open();

@@ -36,11 +36,14 @@ struct cluster_config {
   /// How often one command may be redirected (MOVED, ASK) before it fails
   /// with error::cluster_down.
   int max_redirects = 5;
+  ///@{
   /// How long a script whose keys are being migrated (TRYAGAIN) or a node
-  /// that answers CLUSTERDOWN is waited for, in pauses of `retry_pause`,
-  /// before the command fails; within the command timeout in any case.
+  /// that answers CLUSTERDOWN is waited for (`retry_for`, not negative), in
+  /// pauses of `retry_pause` (positive), before the command fails; within
+  /// the command timeout in any case.
   std::chrono::milliseconds retry_pause{25};
   std::chrono::milliseconds retry_for{1000};
+  ///@}
   /// Waits on sharded pub/sub (SSUBSCRIBE, and SPUBLISH in the scripts:
   /// a release reaches only its slot's shard). False: classic pub/sub
   /// (SUBSCRIBE, PUBLISH), which the cluster copies to every node; for

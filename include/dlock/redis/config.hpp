@@ -59,9 +59,10 @@ struct tls_settings {
 
 /// Connection settings. Every duration must be positive.
 struct config {
+  /// How a server is reached: TCP (host and port) or a unix socket (path).
   enum class transport : std::uint8_t { tcp, unix_socket };
 
-  transport kind = transport::tcp;
+  transport kind = transport::tcp;  ///< tcp or unix_socket
   std::string host = "127.0.0.1";     ///< tcp: a name or an address
   std::uint16_t port = default_tcp_port;  ///< tcp
   std::string path;                    ///< unix_socket: the socket's path
@@ -87,8 +88,10 @@ struct config {
   std::chrono::milliseconds health_check_interval{1000};
   /// Reconnect backoff: the first wait, doubled per failure up to the cap.
   std::chrono::milliseconds reconnect_wait{50};
-  std::chrono::milliseconds reconnect_wait_max{2000};
+  std::chrono::milliseconds reconnect_wait_max{2000};  ///< the backoff's cap
 
+  /// Bounds on each reply; a reply beyond them ends the connection, as a
+  /// malformed one does (what was written on it: outcome_unknown).
   parser_limits limits{};
 
   /// Where to connect, when the address must be asked for (a Sentinel
@@ -117,15 +120,16 @@ struct config {
 
 /// Where one server listens: a TCP host and port, or a unix socket.
 struct address {
-  config::transport kind = config::transport::tcp;
-  std::string host;
-  std::uint16_t port = 0;
+  config::transport kind = config::transport::tcp;  ///< tcp or unix_socket
+  std::string host;        ///< tcp: a name or an address
+  std::uint16_t port = 0;  ///< tcp
   std::string path;  ///< unix socket
 
   /// The address `cfg` names itself.
   static address of(const config& cfg) { return {cfg.kind, cfg.host, cfg.port, cfg.path}; }
   /// "127.0.0.1:7000", "[::1]:7000" or "unix:/tmp/r.sock".
   std::string describe() const;
+  /// Equal when every field is (a unix address compares its unused tcp fields too).
   friend bool operator==(const address&, const address&) = default;
 };
 

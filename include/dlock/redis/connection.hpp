@@ -78,9 +78,10 @@ asio::any_io_executor impl_executor(const connection_impl& impl) noexcept;
 /// Thread safety: all member functions may be called from any thread.
 class connection {
  public:
-  using executor_type = asio::any_io_executor;
+  using executor_type = asio::any_io_executor;  ///< the type of get_executor()
 
-  /// Runs on a strand of `ex`; nothing happens until start().
+  /// Runs on a strand of `ex`; nothing happens until start(). Throws
+  /// std::system_error (invalid_argument) when the TLS settings cannot be used.
   connection(executor_type ex, config cfg);
   /// Stops the connection: queued commands complete with shutting_down,
   /// written ones with outcome_unknown.
@@ -88,8 +89,10 @@ class connection {
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
+  /// The connection's strand; a handler without an executor of its own
+  /// completes there.
   executor_type get_executor() const noexcept;
-  const config& settings() const noexcept;
+  const config& settings() const noexcept;  ///< the settings it was made with
 
   /// Starts connecting (and reconnecting) in the background.
   void start();
@@ -168,10 +171,10 @@ class connection {
   struct stats {
     std::size_t connects = 0;       ///< successful handshakes
     std::size_t writes = 0;         ///< socket writes (one per coalesced batch)
-    std::size_t commands_written = 0;
+    std::size_t commands_written = 0;  ///< commands written, health-check PINGs included
     bool up = false;  ///< a connection is established now (a moment ago, when read from another thread)
   };
-  stats statistics() const;
+  stats statistics() const;  ///< the counters now; any thread
 
   /// Why the last connect failed, in more words than its error code (a TLS
   /// failure: OpenSSL's reason and the verify result, "certificate verify

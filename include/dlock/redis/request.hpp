@@ -18,6 +18,8 @@ namespace dlock::redis {
 /// values of kind::error here; only transport failures are error codes.
 using response = std::vector<value>;
 
+/// Commands to send in one write, RESP-encoded as they are pushed; see
+/// connection::async_exec. A request of N commands is answered by N replies.
 class request {
  public:
   /// Appends one command. Arguments may be strings, string views or integers;
@@ -50,7 +52,8 @@ class request {
 
   /// The number of commands, and so of replies expected.
   std::size_t size() const noexcept { return commands_; }
-  bool empty() const noexcept { return commands_ == 0; }
+  bool empty() const noexcept { return commands_ == 0; }  ///< no command pushed yet
+  /// The commands' encoding, back to back: the bytes written to the socket.
   const std::string& payload() const noexcept { return payload_; }
 
  private:

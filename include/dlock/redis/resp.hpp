@@ -27,26 +27,29 @@ enum class kind : std::uint8_t {
 
 /// One reply from the server: a tree of values.
 struct value {
-  kind type = kind::null;
+  kind type = kind::null;       ///< what the reply is, and so which field holds it
   std::string str;              ///< simple_string, error, bulk_string
   std::int64_t integer = 0;     ///< integer
   std::vector<value> elements;  ///< array
 
-  bool is_null() const noexcept { return type == kind::null; }
-  bool is_error() const noexcept { return type == kind::error; }
-  bool is_array() const noexcept { return type == kind::array; }
+  bool is_null() const noexcept { return type == kind::null; }    ///< type is kind::null
+  bool is_error() const noexcept { return type == kind::error; }  ///< type is kind::error
+  bool is_array() const noexcept { return type == kind::array; }  ///< type is kind::array
   /// True for simple and bulk strings.
   bool is_string() const noexcept {
     return type == kind::simple_string || type == kind::bulk_string;
   }
 
-  static value make_null() { return {}; }
+  static value make_null() { return {}; }  ///< a null reply
+  /// An integer reply holding `v`.
   static value make_integer(std::int64_t v) {
     value r;
     r.type = kind::integer;
     r.integer = v;
     return r;
   }
+  /// A reply of type `k` (a bulk string unless told otherwise; simple_string
+  /// or error also fit) whose `str` is `s`.
   static value make_string(std::string s, kind k = kind::bulk_string) {
     value r;
     r.type = k;
@@ -54,6 +57,7 @@ struct value {
     return r;
   }
 
+  /// Equal when every field is, elements compared deeply.
   friend bool operator==(const value&, const value&) = default;
 };
 
@@ -74,8 +78,10 @@ struct parser_limits {
 /// between calls, so replies may be split across reads at any byte.
 class parser {
  public:
+  /// A parser that enforces `limits`.
   explicit parser(parser_limits limits = {}) noexcept : limits_(limits) {}
 
+  /// What one parse() call came to.
   struct result {
     /// Bytes of the input that were used. The caller drops these from its
     /// buffer and passes the rest (plus newly read bytes) to the next call.
@@ -97,7 +103,7 @@ class parser {
   /// Forgets any partial reply and any error (for a new connection).
   void reset() noexcept;
 
-  const parser_limits& limits() const noexcept { return limits_; }
+  const parser_limits& limits() const noexcept { return limits_; }  ///< the limits it enforces
 
  private:
   struct frame {

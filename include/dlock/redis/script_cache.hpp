@@ -24,9 +24,11 @@ namespace dlock::redis {
 /// ARGV: its text is fixed when it is built and never spliced with data.
 class script {
  public:
+  /// Keeps `source` and computes its SHA-1 once.
   explicit script(std::string source) : source_(std::move(source)), sha1_(sha1_hex(source_)) {}
 
-  const std::string& source() const noexcept { return source_; }
+  const std::string& source() const noexcept { return source_; }  ///< the Lua text
+  /// Its SHA-1, 40 lowercase hex digits: its name in EVALSHA.
   const std::string& sha1() const noexcept { return sha1_; }
 
  private:
@@ -37,9 +39,9 @@ class script {
 /// One run of a script: the script (which must outlive the call), its KEYS
 /// and its ARGV.
 struct script_call {
-  const redis::script* script;
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
+  const redis::script* script;   ///< not owned: must outlive the call
+  std::vector<std::string> keys;  ///< KEYS
+  std::vector<std::string> args;  ///< ARGV
 };
 
 /// What one call of a batch came to (see a backend's async_eval_all): its
@@ -47,8 +49,8 @@ struct script_call {
 /// outcome_unknown), or its reply (an error reply is a value of
 /// kind::error: calls fail one by one).
 struct call_result {
-  error_code ec;
-  value reply;
+  error_code ec;  ///< the call's own error, if any
+  value reply;    ///< its reply, if any (kind::error when the script failed)
 };
 
 namespace detail {

@@ -25,10 +25,12 @@ struct sentinel_config {
   /// The name the sentinels monitor the master under (`sentinel monitor
   /// <name> ...`).
   std::string master_name;
+  ///@{
   /// Sentinel's own credentials (its `requirepass`, or an ACL user of the
   /// sentinels); empty: none.
   std::string sentinel_user;
   std::string sentinel_password;
+  ///@}
   /// TLS to the sentinels (their tls-port); empty: plain text. The
   /// master's and replicas' TLS is `master.tls`. A rediss-sentinel:// URL
   /// sets both to its query's settings.

@@ -24,12 +24,19 @@ void subscribe(const std::shared_ptr<subscriber_impl>& impl, std::string channel
 /// called from any thread.
 class subscriber {
  public:
+  /// Runs on a strand of `ex`, with `cfg` (sharded pub/sub when
+  /// cfg.sharded_pubsub); nothing happens until start(). Throws
+  /// std::system_error (invalid_argument) when the TLS settings cannot be used.
   subscriber(asio::any_io_executor ex, config cfg);
   ~subscriber();
   subscriber(const subscriber&) = delete;
   subscriber& operator=(const subscriber&) = delete;
 
+  /// Starts connecting (and reconnecting, subscribing its channels again)
+  /// in the background.
   void start();
+  /// Closes the connection and stops reconnecting and resubscribing; the
+  /// destructor calls it.
   void stop();
 
   /// Registers `l` for `channel` and completes once the server has confirmed

@@ -55,13 +55,21 @@ void call_listener(const std::string& channel, const listener& l, std::optional<
 class subscription {
  public:
   subscription() = default;
+  ///@{
+  /// Takes over `other`'s listener, leaving `other` empty (an assignment
+  /// first removes this one's own).
   subscription(subscription&& other) noexcept;
   subscription& operator=(subscription&& other) noexcept;
+  ///@}
   ~subscription();
 
+  /// Removes the listener now (the last one of its channel unsubscribes
+  /// it) and leaves this empty; does nothing when already empty.
   void reset() noexcept;
+  /// Whether it holds a listener: false once reset or moved from, and when
+  /// the subscribe failed.
   bool active() const noexcept { return !channel_.empty(); }
-  const std::string& channel() const noexcept { return channel_; }
+  const std::string& channel() const noexcept { return channel_; }  ///< empty when not active
   /// When the subscribe failed because the server refused it (an error
   /// reply, such as an ACL's NOPERM): the server's words; else empty.
   const std::string& server_reply() const noexcept { return server_reply_; }

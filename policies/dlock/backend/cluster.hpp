@@ -105,7 +105,7 @@ using detail::cluster_subscribe;
 /// from the backend's own I/O thread.
 class ClusterBackend {
  public:
-  using executor_type = boost::asio::any_io_executor;
+  using executor_type = boost::asio::any_io_executor;  ///< the type of get_executor()
 
   /// Parses `url` (see redis::parse_cluster_url), starts a private I/O
   /// thread and reads the slot map from the first seed that answers.
@@ -114,10 +114,14 @@ class ClusterBackend {
   /// slot map (the last seed's error: connection_refused, connect_timeout,
   /// auth_failed, ...; cluster_down when the nodes answer without one).
   explicit ClusterBackend(std::string_view url);
+  /// As above, from settings.
   explicit ClusterBackend(redis::cluster_config cfg);
   /// Runs on `ex` (which the caller keeps running); reads the slot map in
-  /// the background, and the first commands wait for it.
+  /// the background, and the first commands wait for it. Throws
+  /// std::system_error only for settings that cannot work (invalid_argument).
   ClusterBackend(executor_type ex, redis::cluster_config cfg);
+  /// As above, from `url` (see redis::parse_cluster_url; invalid_url when
+  /// malformed).
   ClusterBackend(executor_type ex, std::string_view url);
   /// Stops every connection (queued commands complete with
   /// shutting_down) and joins the private I/O thread, if any.
@@ -126,14 +130,21 @@ class ClusterBackend {
   ClusterBackend(const ClusterBackend&) = delete;
   ClusterBackend& operator=(const ClusterBackend&) = delete;
 
+  /// The executor that lock operations run on: the private I/O thread's, or `ex`.
   executor_type get_executor() const noexcept { return core_.get_executor(); }
+  /// A random 128-bit id for this backend (see RedisBackend::client_id).
   const std::string& client_id() const noexcept { return core_.client_id(); }
+  /// The cluster settings, as given or parsed from the URL.
   const redis::cluster_config& settings() const noexcept { return cfg_; }
   /// Whether release and hand-off messages travel on sharded pub/sub
   /// (`settings().sharded_pubsub`, true unless told otherwise).
   bool sharded_pubsub() const noexcept { return cfg_.sharded_pubsub; }
+  /// True where a blocking call would wait for itself (see
+  /// RedisBackend::on_io_thread).
   bool on_io_thread() const noexcept { return core_.on_io_thread(); }
 
+  /// One `Service` per backend, made on first use as `Service(*this)` and
+  /// destroyed before the connections.
   template <class Service>
   Service& use_service() {
     return core_.use_service<Service>(*this);
@@ -196,6 +207,7 @@ class ClusterBackend {
 
   // ---- Replica acknowledgement (settings().node.acknowledge) --------------
 
+  /// Whether lock writes wait for replicas (settings().node.acknowledge is set).
   bool acknowledges() const noexcept { return cfg_.node.acknowledge.has_value(); }
 
   /// As RedisBackend's, on the master of `key`'s slot (WAIT counts that
@@ -231,6 +243,8 @@ class ClusterBackend {
   /// way, which follows it.
   class blocking_scope {
    public:
+    /// Becomes this thread's innermost scope on `backend`; a master's
+    /// connection is taken when a command first goes to that master.
     explicit blocking_scope(ClusterBackend& backend);
     ~blocking_scope();
     blocking_scope(const blocking_scope&) = delete;
@@ -246,6 +260,12 @@ class ClusterBackend {
     std::vector<std::unique_ptr<node_scope>> nodes_;
   };
 
+  ///@{
+  /// The blocking fast path, as RedisBackend's, on this thread's scope's
+  /// connection to the master of the key's slot (a script's keys must share
+  /// one). Nullopt without a scope, when the map names no master for the
+  /// slot, when the command could not be written, or when the reply
+  /// redirects (MOVED updates the map; the asynchronous path follows it).
   std::optional<std::pair<redis::error_code, redis::response>> blocking_exec(std::string_view key,
                                                                           const redis::request& req);
   std::optional<std::pair<redis::error_code, redis::value>> blocking_eval(const redis::script& s,
@@ -253,12 +273,18 @@ class ClusterBackend {
                                                                        const std::vector<std::string>& args);
   std::optional<std::tuple<redis::error_code, redis::response, redis::replica_acks>> blocking_exec_acknowledged(
       std::string_view key, const redis::request& req);
+  ///@}
 
-  // ---- Blocking forms (throw std::system_error, or report through ec) ----
-  // Each goes out on the calling thread, over a pooled blocking connection
-  // to the master of its slot, as RedisBackend's do; the asynchronous path
-  // takes it when that cannot (no map yet, a redirection, no connection).
+  // ---- Blocking forms ----------------------------------------------------
 
+  ///@{
+  /// Blocking forms: each throws std::system_error (with the server's
+  /// message for server_error; eval names the keys for cross_slot), or
+  /// reports through `ec`, as RedisBackend's. Each goes out on the calling
+  /// thread, over a pooled blocking connection to the master of its slot;
+  /// the asynchronous path takes it when that cannot (no map yet, a
+  /// redirection, no connection). std::logic_error on the backend's own
+  /// I/O thread.
   redis::response exec(std::string_view key, redis::request req);
   redis::response exec(std::string_view key, redis::request req, std::error_code& ec);
   redis::value command(std::string_view key, redis::request req);
@@ -266,6 +292,7 @@ class ClusterBackend {
   redis::value eval(const redis::script& s, std::vector<std::string> keys, std::vector<std::string> args);
   redis::value eval(const redis::script& s, std::vector<std::string> keys, std::vector<std::string> args,
                     std::error_code& ec);
+  ///@}
 
   // ---- What the backend knows of the cluster (for tests and tools) -------
 
@@ -273,10 +300,10 @@ class ClusterBackend {
   std::optional<redis::address> master_of(std::string_view key) const;
   /// The masters that own slots in the map, in no particular order.
   std::vector<redis::address> masters() const;
-  /// Slot maps read so far; MOVED and ASK replies followed so far.
+  /// Slot maps read so far.
   std::size_t map_reads() const noexcept;
-  std::size_t moved_followed() const noexcept;
-  std::size_t ask_followed() const noexcept;
+  std::size_t moved_followed() const noexcept;  ///< MOVED replies followed so far
+  std::size_t ask_followed() const noexcept;  ///< ASK replies followed so far
   /// Channels subscribed now (across masters).
   std::size_t channel_count() const;
 

@@ -21,7 +21,7 @@ namespace dlock {
 /// calls go.
 class backend_core {
  public:
-  using executor_type = boost::asio::any_io_executor;
+  using executor_type = boost::asio::any_io_executor;  ///< the executor type of lock operations
 
   /// With a private I/O thread: its context exists at once (connections
   /// can be made on it); start_thread() runs it.
@@ -33,6 +33,7 @@ class backend_core {
   backend_core(const backend_core&) = delete;
   backend_core& operator=(const backend_core&) = delete;
 
+  /// The private thread's io_context executor, or the caller's executor.
   executor_type get_executor() const noexcept { return executor_; }
   /// A random 128-bit id: the first part of owner ids.
   const std::string& client_id() const noexcept { return client_id_; }

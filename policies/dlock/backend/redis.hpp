@@ -55,18 +55,22 @@ using detail::split_acknowledged;
 /// and the Lock API have no such window.
 class RedisBackend {
  public:
-  using executor_type = redis::asio::any_io_executor;
+  using executor_type = redis::asio::any_io_executor;  ///< the type of get_executor()
 
   /// Parses `url` (see redis::parse_url), starts a private I/O thread and
   /// connects. Throws std::system_error when the URL is malformed
-  /// (error::invalid_url) or when the first connect fails
+  /// (error::invalid_url), when the settings cannot work (invalid_argument:
+  /// `acknowledge`, TLS settings) or when the first connect fails
   /// (connection_refused, auth_failed, connect_timeout, ...).
   explicit RedisBackend(std::string_view url);
   /// As above, from settings.
   explicit RedisBackend(redis::config cfg);
   /// Runs on `ex` (which the caller keeps running). Starts connecting in the
   /// background and does not wait: the first commands wait for the connect.
+  /// Throws std::system_error only for settings that cannot work
+  /// (invalid_argument).
   RedisBackend(executor_type ex, redis::config cfg);
+  /// As above, from `url` (see redis::parse_url; invalid_url when malformed).
   RedisBackend(executor_type ex, std::string_view url);
 
   /// Stops both connections (queued commands complete with shutting_down)
@@ -86,10 +90,14 @@ class RedisBackend {
   /// A random 128-bit id for this backend: Redisson's client id, the first
   /// part of a reentrant lock's owner field `<client id>:<thread id>`.
   const std::string& client_id() const noexcept { return core_.client_id(); }
+  /// The connection settings, as given or parsed from the URL.
   const redis::config& settings() const noexcept { return commands_->settings(); }
+  /// The shared command connection (async_exec, async_eval, async_command).
   redis::connection& connection() noexcept { return *commands_; }
+  /// The shared subscriber connection (async_subscribe).
   redis::subscriber& subscriber() noexcept { return *subscriber_; }
 
+  ///@{
   /// Sends a pipeline; completion `void(error_code, redis::response)`.
   /// `key` routes it (one server: every request goes to it).
   template <class CompletionToken>
@@ -100,6 +108,7 @@ class RedisBackend {
   auto async_exec(redis::request req, CompletionToken&& token) {
     return commands_->async_exec(std::move(req), std::forward<CompletionToken>(token));
   }
+  ///@}
 
   /// Runs a script by SHA (NOSCRIPT handled); completion
   /// `void(error_code, redis::value)`. See redis::async_eval.
@@ -135,6 +144,7 @@ class RedisBackend {
     return redis::async_command(*commands_, std::move(req), std::forward<CompletionToken>(token));
   }
 
+  ///@{
   /// Subscribes on the shared subscriber connection; completion
   /// `void(error_code, redis::subscription)`. See redis::subscriber. `key`
   /// routes it (one server: every channel is on it).
@@ -146,6 +156,7 @@ class RedisBackend {
   auto async_subscribe(std::string channel, redis::listener l, CompletionToken&& token) {
     return subscriber_->async_subscribe(std::move(channel), std::move(l), std::forward<CompletionToken>(token));
   }
+  ///@}
 
   // ---- Replica acknowledgement (settings().acknowledge) -------------------
   //
@@ -231,6 +242,8 @@ class RedisBackend {
   /// are, one per master it sends to); a scope is not movable.
   class blocking_scope {
    public:
+    /// Takes a pooled blocking connection of `backend` (it connects on first
+    /// use) and becomes this thread's innermost scope on it.
     explicit blocking_scope(RedisBackend& backend);
     ~blocking_scope();
     blocking_scope(const blocking_scope&) = delete;
@@ -247,6 +260,7 @@ class RedisBackend {
   /// backend, or nullptr.
   redis::blocking_connection* blocking_here() const noexcept;
 
+  ///@{
   /// The blocking fast path of the backend contract: sends on this thread's
   /// blocking_scope connection; nullopt without a scope, or when the command
   /// could not be written (it then goes through the shared connection).
@@ -255,10 +269,15 @@ class RedisBackend {
   std::optional<std::pair<redis::error_code, redis::value>> blocking_eval(const redis::script& s,
                                                                        const std::vector<std::string>& keys,
                                                                        const std::vector<std::string>& args);
+  ///@}
 
-  // Blocking forms: each throws std::system_error (whose what() carries the
-  // server's message for server_error), or reports through `ec`. They use a
-  // pooled blocking connection, as a blocking_scope does.
+  ///@{
+  /// Blocking forms: each throws std::system_error (whose what() carries the
+  /// server's message for server_error), or reports through `ec`. exec gives
+  /// error replies as values; command and eval report one as server_error,
+  /// with the reply as the value. They use a pooled blocking connection, as a
+  /// blocking_scope does (the shared one when it cannot connect), and throw
+  /// std::logic_error on the backend's own I/O thread.
   redis::response exec(redis::request req);
   redis::response exec(redis::request req, std::error_code& ec);
   redis::value command(redis::request req);
@@ -267,6 +286,7 @@ class RedisBackend {
                     std::vector<std::string> args);
   redis::value eval(const redis::script& s, std::vector<std::string> keys,
                     std::vector<std::string> args, std::error_code& ec);
+  ///@}
 
  protected:
   /// The shared part, for a backend built on this one (SentinelBackend).

@@ -56,10 +56,15 @@ class SentinelBackend : public RedisBackend {
   /// no_sentinel (none reachable), unknown_master (no sentinel knows the
   /// name), not_master, auth_failed, connect_timeout, ...
   explicit SentinelBackend(std::string_view url);
+  /// As above, from settings; also invalid_argument when they cannot work
+  /// (no sentinel, no master name, `master.acknowledge`, TLS settings).
   explicit SentinelBackend(redis::sentinel_config cfg);
   /// Runs on `ex` (which the caller keeps running); connects in the
-  /// background, and the first commands wait for it.
+  /// background, and the first commands wait for it. Throws
+  /// std::system_error only for settings that cannot work (invalid_argument).
   SentinelBackend(executor_type ex, redis::sentinel_config cfg);
+  /// As above, from `url` (see redis::parse_sentinel_url; invalid_url when
+  /// malformed).
   SentinelBackend(executor_type ex, std::string_view url);
   ~SentinelBackend();
 
@@ -69,6 +74,8 @@ class SentinelBackend : public RedisBackend {
     return core().use_service<Service>(*this);
   }
 
+  /// The Sentinel settings, as given or parsed from the URL. (settings() is
+  /// the master connections': `master`, with `source` and `require_master` set.)
   const redis::sentinel_config& sentinel_settings() const noexcept { return sentinel_cfg_; }
   /// Where the sentinels said the master was, last time they were asked.
   std::optional<redis::address> master_address() const;

@@ -20,10 +20,10 @@ namespace dlock::ownership {
 /// no watchdog, no owner-checked release), no release message, not
 /// reentrant, and a lease it cannot do without (the value is the lease).
 struct expiry_value {
-  static constexpr bool owner_checked = false;
-  static constexpr bool publishes_on_release = false;
-  static constexpr bool reentrant = false;
-  static constexpr bool needs_lease = true;
+  static constexpr bool owner_checked = false;  ///< no owner id: no owner-checked release or extend, so no watchdog
+  static constexpr bool publishes_on_release = false;  ///< the release publishes nothing
+  static constexpr bool reentrant = false;  ///< a second acquire by the same owner fails with already_held
+  static constexpr bool needs_lease = true;  ///< the value is the expiration: renewal::None is refused
 
   /// The wall clock, in epoch seconds: the algorithm's (and its flaw's)
   /// source of time. Tests replace it to show what clock skew does.
@@ -32,6 +32,7 @@ struct expiry_value {
     return duration<double>(system_clock::now().time_since_epoch()).count();
   };
 
+  /// invalid_argument when wall_clock is empty; else no error.
   std::error_code validate() const {
     if (!wall_clock) return make_error_code(error::invalid_argument);
     return {};

@@ -24,13 +24,17 @@ namespace dlock::ownership {
 /// owner token, so it cannot be renewed and a lost acquire reply stays
 /// outcome_unknown.
 struct GetSetExpiry : expiry_value {
-  static constexpr const char* policy_name = "getset";
+  static constexpr const char* policy_name = "getset";  ///< its part of a combination's name ("getset/fixed/spin")
 
   /// Test seam: runs on the backend's I/O thread after GET found the lock
   /// expired and before GETSET. A test holds two clients here to force the
   /// steal race.
   std::function<void()> between_get_and_getset;
 
+  /// One try, as the class comment lists: won (by SETNX, or by a GETSET that
+  /// read back a past time), the expiration written becomes `rec.owner` and
+  /// the lease counts from that command's send. Lost to an unexpired holder:
+  /// held_for is its time left by this client's clock; lost a steal: unknown.
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               ext::hold_record& rec) const {
@@ -62,6 +66,8 @@ struct GetSetExpiry : expiry_value {
     co_return std::pair{error_code{}, attempt{false, std::nullopt}};
   }
 
+  /// lease_lost without a command once its own expiration has passed (by
+  /// this client's clock); else `DEL name`: released (1) or lease_lost (0).
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   ext::hold_record& rec) const {

@@ -32,13 +32,16 @@ namespace dlock::ownership {
 /// it is the whole policy, and one entry in combinations.hpp's list adds it
 /// to every place where combinations are listed.
 struct NaiveExpiry : expiry_value {
-  static constexpr const char* policy_name = "naive";
+  static constexpr const char* policy_name = "naive";  ///< its part of a combination's name ("naive/fixed/spin")
 
   /// Test seam: runs on the backend's I/O thread after GET found the lock
   /// expired and before DEL. A test holds two clients here to force the
   /// double-DEL race.
   std::function<void()> between_get_and_del;
 
+  /// One try, as the class comment lists: won, the expiration written
+  /// becomes `rec.owner` and the lease counts from the SETNX's send. Lost to
+  /// an unexpired holder: held_for is its time left by this client's clock.
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, ext::hold_record& rec) const {
     auto [ec, won] = co_await set_if_absent(backend, rec);
@@ -61,6 +64,7 @@ struct NaiveExpiry : expiry_value {
     co_return co_await set_if_absent(backend, rec);
   }
 
+  /// `DEL name`, whoever holds it by then: released (1) or lease_lost (0: gone).
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, ext::hold_record& rec) const {
     auto [ec, v] = co_await ext::command(backend, rec.name, redis::request().push("DEL", rec.name));

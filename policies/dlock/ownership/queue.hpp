@@ -85,19 +85,20 @@ struct Queue : Token {
    private:
     std::atomic<std::int64_t> queued_ns_{INT64_MIN};  // steady_clock ns: see note_queued
   };
-  using hold_state = place_in_line;
-  using record = ext::hold_record_with<place_in_line>;
+  using hold_state = place_in_line;  ///< each hold's own part of its record: its place in the line
+  using record = ext::hold_record_with<place_in_line>;  ///< the record its operations take
 
-  static constexpr const char* policy_name = "queue";
-  static constexpr bool publishes_on_release = false;  // its messages are grants, addressed by token
-  static constexpr bool needs_lease = true;
-  static constexpr bool queues = true;
+  static constexpr const char* policy_name = "queue";  ///< its part of a combination's name ("queue/watchdog/handoff")
+  static constexpr bool publishes_on_release = false;  ///< its messages are grants, addressed by token
+  static constexpr bool needs_lease = true;  ///< a holder that dies must not stop the line: its lease runs out
+  static constexpr bool queues = true;  ///< keeps a line of waiters, to which its release hands the lock
 
   /// How long a release remembers its result for a retry (10 s). Unlike
   /// Token's, a Queue release hands the lock on, so a retry is answered
   /// from this marker rather than resolved from the key.
   ext::release_memory release_memory;
 
+  /// Token's check (fencing), then the release memory's.
   std::error_code validate() const {
     if (auto ec = Token::validate()) return ec;
     return release_memory.validate();
@@ -108,21 +109,21 @@ struct Queue : Token {
   /// the message is "<granted token>:<its place in the line>".
   static std::string channel(std::string_view name) { return ext::same_slot_key(name, "handoff"); }
 
-  static std::string queue_key(std::string_view name) { return ext::same_slot_key(name, "queue"); }
-  static std::string entries_key(std::string_view name) { return ext::same_slot_key(name, "queue:entries"); }
-  static std::string seq_key(std::string_view name) { return ext::same_slot_key(name, "queue:seq"); }
+  static std::string queue_key(std::string_view name) { return ext::same_slot_key(name, "queue"); }  ///< the line (a sorted set)
+  static std::string entries_key(std::string_view name) { return ext::same_slot_key(name, "queue:entries"); }  ///< the entries (a hash)
+  static std::string seq_key(std::string_view name) { return ext::same_slot_key(name, "queue:seq"); }  ///< the arrival counter
 
-  // The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
-  // KEYS[3] entries; the grant channel is ARGV[channel_arg]. `grant(who)`
-  // takes `who` out of the line and, if its entry is alive, gives it the
-  // lock and publishes "<token>:<place>" (its arrival number, which names
-  // this stay in the line: a waiter that joins again gets a new one, so a
-  // grant's message that comes late is not mistaken for a later grant) on
-  // "<channel>:<listener>", the channel of the waiter's own backend, so
-  // that one release wakes one subscriber. `hand_on()` grants to the first
-  // live waiter. `now()` reads the server's clock only when an entry is
-  // looked at (an uncontended script never calls TIME). `sharded`: grants
-  // go out with SPUBLISH (a cluster's sharded pub/sub).
+  /// The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
+  /// KEYS[3] entries; the grant channel is ARGV[channel_arg]. `grant(who)`
+  /// takes `who` out of the line and, if its entry is alive, gives it the
+  /// lock and publishes "<token>:<place>" (its arrival number, which names
+  /// this stay in the line: a waiter that joins again gets a new one, so a
+  /// grant's message that comes late is not mistaken for a later grant) on
+  /// "<channel>:<listener>", the channel of the waiter's own backend, so
+  /// that one release wakes one subscriber. `hand_on()` grants to the first
+  /// live waiter. `now()` reads the server's clock only when an entry is
+  /// looked at (an uncontended script never calls TIME). `sharded`: grants
+  /// go out with SPUBLISH (a cluster's sharded pub/sub).
   static std::string prelude(int channel_arg, bool sharded) {
     return R"lua(
 local now_ms
@@ -156,15 +157,16 @@ end
 )lua";
   }
 
-  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] arrival counter;
-  // ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
-  // failure, ARGV[4] entry ttl ms, ARGV[5] channel, ARGV[6] the listener
-  // (the waiter's backend's id) its grant is published to; KEYS[5] fence
-  // counter, ARGV[7] its idle ms ("0": no fencing).
-  // {1, lease, fencing token or 0} taken now; {2, pttl} already ours
-  // (granted: the grant took no fencing token); {0, pttl, place}
-  // held by another (and, with ARGV[3], this token is in the line at arrival
-  // number `place`, its entry refreshed; place 0: not in the line).
+  /// The try: takes a free lock if no live waiter comes first, or finds it
+  /// granted to ARGV[1]; else joins the line if asked. KEYS[1] lock, KEYS[2]
+  /// line, KEYS[3] entries, KEYS[4] arrival counter, KEYS[5] fence counter;
+  /// ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
+  /// failure, ARGV[4] entry ttl ms, ARGV[5] channel, ARGV[6] the listener
+  /// (the waiter's backend's id) its grant is published to, ARGV[7] fence
+  /// idle ms ("0": none). {1, lease, fencing token or 0} taken now; {2, pttl}
+  /// already ours (granted: the grant took no fencing token); {0, pttl,
+  /// place} held by another (and, with ARGV[3], this token is in the line at
+  /// arrival number `place`, its entry refreshed; place 0: not in it). @{
   static const redis::script& acquire_script(bool sharded) { return sharded ? acquire_script<true>() : acquire_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& acquire_script() {
@@ -219,12 +221,13 @@ return {0, redis.call('PTTL', KEYS[1]), tonumber(place)}
 )lua");
     return s;
   }
+  ///@}
 
-  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] release marker;
-  // ARGV[1] token, ARGV[2] marker ttl ms, ARGV[3] channel, ARGV[4] "1" for
-  // a retry.
-  // 1 released (and handed on), 0 not ours. A lock found free is handed on
-  // too: its holder's lease ran out, and a waiter may be next.
+  /// The release: deletes the key if it holds ARGV[1], then hands the lock
+  /// to the first live waiter. KEYS[1] lock, KEYS[2] line, KEYS[3] entries,
+  /// KEYS[4] release marker; ARGV[1] token, ARGV[2] marker ttl ms, ARGV[3]
+  /// channel, ARGV[4] "1" for a retry (answered from the marker). 1 released,
+  /// 0 not ours; a lock found free (its lease ran out) is handed on too. @{
   static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
@@ -239,10 +242,11 @@ if result == 1 or not holder then hand_on() end
 )lua", 4, 2, 4));
     return s;
   }
+  ///@}
 
-  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries; ARGV[1] token, ARGV[2]
-  // channel. 1: the lock was granted to this token before it could leave
-  // (it holds it now); 0: it left the line.
+  /// Leaves the line. KEYS[1] lock, KEYS[2] line, KEYS[3] entries; ARGV[1]
+  /// token, ARGV[2] channel. 1: the lock was granted to this token before it
+  /// could leave (it holds it now); 0: it left (and a free lock went on). @{
   static const redis::script& leave_script(bool sharded) { return sharded ? leave_script<true>() : leave_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& leave_script() {
@@ -256,13 +260,14 @@ return 0
 )lua");
     return s;
   }
+  ///@}
 
-  // KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4] arrival counter;
-  // ARGV[1] channel, then for each waiter of one backend its token and its
-  // entry's ttl ms. Refreshes each waiter's entry that is still in the
-  // line, then hands a free lock on (its holder's lease ran out). For each
-  // waiter: its place (still waiting, entry refreshed), -1 (it holds the
-  // lock: granted, its message may be lost) or 0 (not in the line).
+  /// Refreshes the entry of each given waiter still in the line, then hands
+  /// a free lock on (its holder's lease ran out). KEYS[1] lock, KEYS[2]
+  /// line, KEYS[3] entries, KEYS[4] arrival counter; ARGV[1] channel, then
+  /// for each waiter of one backend its token and its entry's ttl ms. For
+  /// each waiter: its place (still waiting, entry refreshed), -1 (it holds
+  /// the lock: granted, its message may be lost) or 0 (not in the line). @{
   static const redis::script& refresh_script(bool sharded) { return sharded ? refresh_script<true>() : refresh_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& refresh_script() {
@@ -305,6 +310,7 @@ return out
 )lua");
     return s;
   }
+  ///@}
 
   /// One batched refresh of the entries of `waiters` (token, entry ttl), all
   /// in the line of lock `name` (ext::queue_refresher sends it);
@@ -337,6 +343,7 @@ return out
     return out;
   }
 
+  /// One try, acquire_script(): taken, found granted (confirm_grant()), or lost (joining the line if asked).
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, record& rec) const {
     auto& line = rec.state;
@@ -389,6 +396,7 @@ return out
     }
   }
 
+  /// Runs release_script(): released (1; the lock goes on to the next waiter) or lease_lost (0: not ours).
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, ext::hold_record& rec) const {
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name),

@@ -22,11 +22,11 @@ namespace dlock::ownership {
 /// is resolved exactly. Markers live `release_memory.window` (10 s) and
 /// share the lock's cluster slot.
 struct ReentrantHash {
-  static constexpr const char* policy_name = "hash";
-  static constexpr bool owner_checked = true;
-  static constexpr bool publishes_on_release = true;
-  static constexpr bool reentrant = true;
-  static constexpr bool needs_lease = true;
+  static constexpr const char* policy_name = "hash";  ///< its part of a combination's name ("hash/watchdog/pubsub")
+  static constexpr bool owner_checked = true;  ///< release and extend act only on this owner's field
+  static constexpr bool publishes_on_release = true;  ///< the release publishes unlock_message on channel(name)
+  static constexpr bool reentrant = true;  ///< the same owner may acquire again, and must release as often
+  static constexpr bool needs_lease = true;  ///< its scripts refuse a zero lease (a hash without expiry is held forever)
 
   /// The unlock message Redisson's waiters expect.
   static constexpr const char* unlock_message = "0";
@@ -38,6 +38,7 @@ struct ReentrantHash {
   /// acquire keeps the token of the first.
   std::optional<fencing_tokens> fencing;
 
+  /// The fencing setting's error, if any; else the release memory's.
   std::error_code validate() const {
     if (fencing)
       if (auto ec = fencing->validate()) return ec;
@@ -51,20 +52,24 @@ struct ReentrantHash {
     return "redisson_lock__channel:{" + std::string(name) + "}";
   }
 
+  /// The owner's hash field, "<client id>:<owner id>" (Redisson's "<client id>:<thread id>").
   std::string make_owner(const std::string& client_id, const std::string& owner_id) const {
     return client_id + ":" + owner_id;
   }
 
-  // KEYS[1] lock, KEYS[2] acquire marker, KEYS[3] fence counter; ARGV[1]
-  // lease ms, ARGV[2] owner field, ARGV[3] marker ttl ms, ARGV[4] the
-  // counter's idle ms ("0": no fencing).
-  // nil: acquired or re-entered (and the marker remembers it), without
-  // fencing; {fencing token}: the same with fencing (a re-entry reads the
-  // counter: nobody else can have taken a number since the first acquire;
-  // {0} if it is gone); otherwise the holder's PTTL.
-  // The lease is checked before anything is written: Redis does not undo a
-  // script's HSET when a later PEXPIRE is refused, and a hash without expiry
-  // would be a lock held forever. 1e12 is dlock::max_lease.
+  /// The acquire: a free lock becomes a hash with this owner's count at 1,
+  /// one this owner holds gets 1 more, and either way the lease is reset;
+  /// a lock held by another is left alone.
+  /// KEYS[1] lock, KEYS[2] acquire marker, KEYS[3] fence counter; ARGV[1]
+  /// lease ms, ARGV[2] owner field, ARGV[3] marker ttl ms, ARGV[4] the
+  /// counter's idle ms ("0": no fencing).
+  /// nil: acquired or re-entered (and the marker remembers it), without
+  /// fencing; {fencing token}: the same with fencing (a re-entry reads the
+  /// counter: nobody else can have taken a number since the first acquire;
+  /// {0} if it is gone); otherwise the holder's PTTL.
+  /// The lease is checked before anything is written: Redis does not undo a
+  /// script's HSET when a later PEXPIRE is refused, and a hash without expiry
+  /// would be a lock held forever. 1e12 is dlock::max_lease.
   static const redis::script& acquire_script() {
     static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local lease = tonumber(ARGV[1])
@@ -91,16 +96,21 @@ return redis.call('PTTL', KEYS[1])
     return s;
   }
 
-  // KEYS[1] lock, KEYS[2] release marker; ARGV[1] unlock message, ARGV[2]
-  // lease ms, ARGV[3] owner field, ARGV[4] marker ttl ms, ARGV[5] "1" for a
-  // retry, ARGV[6] channel. The channel is not a key: for some names with
-  // braces ("x}y", "q{"), Redisson's channel name hashes to another cluster
-  // slot than the lock, and a script's KEYS must share one slot. `Sharded`: it publishes
-  // with SPUBLISH (a cluster's sharded pub/sub; see ext::release_channel
-  // for the channel there).
-  // 0 still held, 1 released, 2 key gone (lost), 3 not this owner's.
-  // The held case, the usual one, asks one question (HEXISTS on a missing
-  // key is 0 too, so EXISTS only tells "gone" from "another's").
+  /// The release: takes 1 from this owner's count (resetting the lease
+  /// while some are left), and at 0 deletes the key and publishes the
+  /// unlock message; its result is remembered for a retry (release_memory).
+  /// KEYS[1] lock, KEYS[2] release marker; ARGV[1] unlock message, ARGV[2]
+  /// lease ms, ARGV[3] owner field, ARGV[4] marker ttl ms, ARGV[5] "1" for a
+  /// retry, ARGV[6] channel. The channel is not a key: for some names with
+  /// braces ("x}y", "q{"), Redisson's channel name hashes to another cluster
+  /// slot than the lock, and a script's KEYS must share one slot. `sharded`
+  /// (`Sharded`): it publishes with SPUBLISH (a cluster's sharded pub/sub;
+  /// see ext::release_channel for the channel there).
+  /// 0 still held, 1 released, 2 key gone (lost; it publishes all the same),
+  /// 3 not this owner's.
+  /// The held case, the usual one, asks one question (HEXISTS on a missing
+  /// key is 0 too, so EXISTS only tells "gone" from "another's").
+  ///@{
   static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
@@ -128,10 +138,12 @@ end
 )lua", 2, 4, 5));
     return s;
   }
+  ///@}
 
-  // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner field, ARGV[2]
-  // counter idle ms. The next fencing token if the hash has the field,
-  // else 0.
+  /// Takes a fencing token for a hold that won without one (fence_call).
+  /// KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner field, ARGV[2]
+  /// counter idle ms. The next fencing token if the hash has the field,
+  /// else 0.
   static const redis::script& fence_script() {
     static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local idle = tonumber(ARGV[2])
@@ -148,7 +160,9 @@ return 0
     return {&fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
   }
 
-  // KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner field. 1 extended, 0 gone.
+  /// Resets the lease only while the hash has this owner's field (the
+  /// watchdog's renewal). KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner
+  /// field. 1 extended, 0 gone (or another owner's).
   static const redis::script& extend_script() {
     static const redis::script s(R"lua(
 if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
@@ -160,6 +174,10 @@ return 0
     return s;
   }
 
+  /// One try: acquire_script() (with WAIT behind it on an acknowledging
+  /// backend). Won or re-entered: the lease counts from the send, and with
+  /// fencing `rec.fence` is set unless the hold has one. Lost: held_for is
+  /// the holder's PTTL (0 if the key just vanished).
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               ext::hold_record& rec) const {
@@ -189,6 +207,10 @@ return 0
     co_return std::pair{error_code{}, attempt{false, milliseconds(v.integer == -2 ? 0 : v.integer)}};
   }
 
+  /// Runs release_script(): still_held (one reentrant hold ended), released,
+  /// lease_lost (the key was gone) or not_owner (the key is another
+  /// owner's). A retry after outcome_unknown is answered from the first
+  /// attempt's marker when that attempt ran, so the count never drops twice.
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   ext::hold_record& rec) const {
@@ -226,6 +248,7 @@ return 0
   /// else is no verdict (the renewal is tried again soon).
   static renewal_verdict read_extend(const redis::value& v) { return ext::read_extend_reply(v); }
 
+  /// The watchdog's renewal of this hold: extend_script() with its lease and field.
   script_call extend_call(const ext::hold_record& rec) const {
     return {&extend_script(), {rec.name}, {std::to_string(rec.lease.count()), rec.owner}};
   }

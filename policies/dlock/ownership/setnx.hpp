@@ -19,17 +19,18 @@ namespace dlock::ownership {
 /// An acquire whose reply was lost stays outcome_unknown: the value is not
 /// unique enough to ask Redis "is it mine?".
 struct SetNx {
-  static constexpr const char* policy_name = "setnx";
-  static constexpr bool owner_checked = false;
-  static constexpr bool publishes_on_release = false;
-  static constexpr bool reentrant = false;
-  static constexpr bool needs_lease = false;
+  static constexpr const char* policy_name = "setnx";  ///< its part of a combination's name ("setnx/fixed/spin")
+  static constexpr bool owner_checked = false;  ///< DEL releases whoever holds it; nothing can be extended safely
+  static constexpr bool publishes_on_release = false;  ///< the release publishes nothing
+  static constexpr bool reentrant = false;  ///< a second acquire by the same owner fails with already_held
+  static constexpr bool needs_lease = false;  ///< works without expiry (renewal::None: A1, kept until DEL)
 
   /// Test seam: runs on the backend's I/O thread after SETNX succeeded and
   /// before PEXPIRE is sent. A test makes the process exit here to show the
   /// A1b crash window.
   std::function<void()> between_setnx_and_expire;
 
+  /// Nothing to check: always no error.
   std::error_code validate() const { return {}; }
 
   /// Its release publishes nothing (no wait::PubSub with it).
@@ -42,10 +43,15 @@ struct SetNx {
     return ext::cannot_resolve();
   }
 
+  /// The key's value, "<client id>:<owner id>": written, never compared.
   std::string make_owner(const std::string& client_id, const std::string& owner_id) const {
     return client_id + ":" + owner_id;
   }
 
+  /// One try: `SETNX name owner`; won with a lease, then `PEXPIRE name
+  /// lease`, whose lease counts from its send. A PEXPIRE that finds the key
+  /// gone is a lost try; one that fails gets a `DEL` and its error is returned.
+  /// Lost: held_for is unknown (nullopt).
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               ext::hold_record& rec) const {
@@ -78,6 +84,7 @@ struct SetNx {
     co_return std::pair{error_code{}, attempt{true, std::nullopt}};
   }
 
+  /// `DEL name`, whoever holds it: released (1) or lease_lost (0: gone).
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   ext::hold_record& rec) const {

@@ -38,11 +38,11 @@ namespace dlock::ownership {
 /// lost. (ReentrantHash's counted release is not idempotent, so it keeps a
 /// marker key instead.)
 struct Token {
-  static constexpr const char* policy_name = "token";
-  static constexpr bool owner_checked = true;
-  static constexpr bool publishes_on_release = false;
-  static constexpr bool reentrant = false;
-  static constexpr bool needs_lease = false;
+  static constexpr const char* policy_name = "token";  ///< its part of a combination's name ("token/watchdog/spin")
+  static constexpr bool owner_checked = true;  ///< release and extend act only while the key holds this hold's token
+  static constexpr bool publishes_on_release = false;  ///< the release publishes nothing
+  static constexpr bool reentrant = false;  ///< a second acquire by the same owner fails with already_held
+  static constexpr bool needs_lease = false;  ///< works without expiry (renewal::None: `SET NX`, kept until released)
 
   /// Fencing tokens (see dlock::fencing_tokens); empty: off.
   std::optional<fencing_tokens> fencing;
@@ -54,19 +54,22 @@ struct Token {
     /// key gone reads it by this, having no release memory.
     bool first_release_in_lease = false;
   };
-  using record = ext::hold_record_with<hold_state>;
+  using record = ext::hold_record_with<hold_state>;  ///< the record its operations take: the shared part plus hold_state
 
+  /// invalid_argument if the fencing setting is out of range; else no error.
   std::error_code validate() const { return fencing ? fencing->validate() : std::error_code{}; }
 
   /// Its release publishes nothing (no wait::PubSub with it).
   static std::string channel(std::string_view) { return {}; }
 
+  /// A fresh 128-bit random token (hex) for each hold: the key's value.
   std::string make_owner(const std::string&, const std::string&) const {
     return ext::random_hex(16);
   }
 
-  // KEYS[1] lock; ARGV[1] token. 1 released, 0 the key is not ours (gone,
-  // or another owner's): redis-py's release script.
+  /// Compare-and-delete: deletes the key only if it holds the token.
+  /// KEYS[1] lock; ARGV[1] token. 1 released, 0 the key is not ours (gone,
+  /// or another owner's): redis-py's release script.
   static const redis::script& release_script() {
     static const redis::script s(R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -77,7 +80,9 @@ return 0
     return s;
   }
 
-  // KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms. 1 extended, 0 not ours.
+  /// Resets the key's lease only if it holds the token (the watchdog's
+  /// renewal). KEYS[1] lock; ARGV[1] token, ARGV[2] lease ms. 1 extended,
+  /// 0 not ours.
   static const redis::script& extend_script() {
     static const redis::script s(R"lua(
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -88,10 +93,12 @@ return 0
     return s;
   }
 
-  // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] token, ARGV[2] lease ms
-  // (0: none), ARGV[3] counter idle ms. {1, fencing token} taken; {0,
-  // pttl} held by another. Everything is checked before anything is
-  // written.
+  /// The acquire with fencing tokens: `SET NX` and, on a win, the next
+  /// token from the counter, in one script. KEYS[1] lock, KEYS[2] fence
+  /// counter; ARGV[1] token, ARGV[2] lease ms (0: none), ARGV[3] counter
+  /// idle ms. {1, fencing token} taken; {0, pttl} held by another. The
+  /// arguments are checked before anything is written (an error reply,
+  /// "lease out of range", for a bad lease or idle time).
   static const redis::script& fenced_acquire_script() {
     static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local lease = tonumber(ARGV[2])
@@ -111,8 +118,9 @@ return {0, redis.call('PTTL', KEYS[1])}
     return s;
   }
 
-  // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] token, ARGV[2] counter
-  // idle ms. The next fencing token if the key holds ARGV[1], else 0.
+  /// Takes a fencing token for a hold that won without one (fence_call).
+  /// KEYS[1] lock, KEYS[2] fence counter; ARGV[1] token, ARGV[2] counter
+  /// idle ms. The next fencing token if the key holds ARGV[1], else 0.
   static const redis::script& fence_script() {
     static const redis::script s(std::string(ext::fence_lua) + R"lua(
 local idle = tonumber(ARGV[2])
@@ -130,6 +138,12 @@ return 0
     return {&fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
   }
 
+  /// One try: `SET name token NX [PX lease]` and `PTTL name` in one
+  /// pipeline (with WAIT behind it on an acknowledging backend), or
+  /// fenced_try() with fencing on. Won: the lease counts from the send.
+  /// Lost: held_for is the holder's PTTL (0 if the key just vanished,
+  /// negative if it never expires). A reply of another shape is
+  /// unexpected_reply, an error reply server_error with the server's words.
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
                                                               ext::hold_record& rec) const {
@@ -155,6 +169,8 @@ return 0
     co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
   }
 
+  /// try_acquire() with fencing on: fenced_acquire_script(), whose win sets
+  /// `rec.fence`; `sent` is when the try began, from which the lease counts.
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> fenced_try(B& backend, ext::hold_record& rec,
                                                              ext::steady::time_point sent) const {
@@ -178,6 +194,10 @@ return 0
     co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
   }
 
+  /// Runs release_script(): released (1) or lease_lost (0: the key is gone
+  /// or another's). A retry after outcome_unknown that finds the key not
+  /// ours reports released if its first attempt left while the hold was
+  /// still safe to trust (see the class comment).
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, record& rec) const {
     // The first attempt of this release notes whether the hold was still
@@ -211,6 +231,7 @@ return 0
   /// else is no verdict (the renewal is tried again soon).
   static renewal_verdict read_extend(const redis::value& v) { return ext::read_extend_reply(v); }
 
+  /// The watchdog's renewal of this hold: extend_script() with its token and lease.
   script_call extend_call(const ext::hold_record& rec) const {
     return {&extend_script(), {rec.name}, {rec.owner, std::to_string(rec.lease.count())}};
   }

@@ -26,23 +26,30 @@ namespace dlock::renewal {
 /// shortest timeout is 18 ms (its margin, 5 ms + 1% rounded up, is
 /// 6 ms: a third of it).
 struct Watchdog {
-  static constexpr const char* policy_name = "watchdog";
-  static constexpr bool expires = true;
-  static constexpr bool renews = true;
+  static constexpr const char* policy_name = "watchdog";  ///< its name in Lock::combination_name()
+  static constexpr bool expires = true;  ///< the key gets a lease
+  static constexpr bool renews = true;  ///< extended while held: needs an owner-checked ownership
   /// What the host calls while a hold lives (see keepers.hpp).
   template <class B>
   using keeper = keepers::renewing<B>;
 
-  milliseconds timeout{std::chrono::seconds(30)};
+  milliseconds timeout{std::chrono::seconds(30)};  ///< the lease each acquire and renewal sets (lockWatchdogTimeout)
   /// How long before the lease's end the hold counts as lost.
   loss_margin safety{};
 
   Watchdog() = default;
+  /// A lease of `t`, renewed every `t / 3`, counted as lost `m.of(t)` before its end.
   explicit Watchdog(milliseconds t, loss_margin m = {}) : timeout(t), safety(m) {}
 
+  /// The key's time to live: `timeout`.
   milliseconds lease() const { return timeout; }
+  /// How often the hold is renewed: `timeout / 3`, rounded down to whole ms.
   milliseconds period() const { return timeout / 3; }
+  /// How long before the lease's end the hold counts as lost: `safety.of(timeout)`.
   milliseconds margin() const { return safety.of(timeout); }
+  /// invalid_lease unless 0 < timeout <= max_lease and its margin is at most
+  /// `timeout / 3`; invalid_argument for a bad `safety` (see
+  /// loss_margin::validate).
   std::error_code validate() const { return ext::validate_lease(timeout, safety, timeout / 3 + milliseconds(1)); }
 };
 

@@ -48,25 +48,29 @@ namespace dlock::wait {
 /// costs its try and nothing else. An uncontended acquire on a backend that
 /// has not waited on this lock recently neither subscribes nor registers.
 struct HandOff {
-  static constexpr const char* policy_name = "handoff";
-  static constexpr bool needs_publish = false;
-  static constexpr bool hands_off = true;
+  static constexpr const char* policy_name = "handoff";  ///< its name in Lock::combination_name()
+  static constexpr bool needs_publish = false;  ///< listens for grants, not for release messages
+  static constexpr bool hands_off = true;  ///< a release hands the lock to the waiter: goes with ownership::Queue
 
-  milliseconds entry_ttl{3000};
-  milliseconds linger{10000};
+  milliseconds entry_ttl{3000};  ///< how long the waiter's entry in the line lives unrefreshed (server time)
+  milliseconds linger{10000};  ///< how long the grant channel's subscription outlives its last waiter
 
   HandOff() = default;
+  /// Entries that live `ttl`, and a subscription that lingers `linger_for`.
   explicit HandOff(milliseconds ttl, milliseconds linger_for = milliseconds(10000))
       : entry_ttl(ttl), linger(linger_for) {}
 
-  /// invalid_interval unless entry_ttl >= 30 ms (a third of it is the
-  /// refresh period) and linger >= 0.
+  /// invalid_interval unless 30 ms <= entry_ttl <= max_lease (a third of it
+  /// is the refresh period) and linger >= 0.
   std::error_code validate() const {
     if (entry_ttl < milliseconds(30) || entry_ttl > max_lease || linger < milliseconds::zero())
       return make_error_code(error::invalid_interval);
     return {};
   }
 
+  /// One acquire's waiter: its registration for grants (ext::grant_router)
+  /// and, once a try has joined the line, its entry's refreshes
+  /// (ext::queue_refresher). It has every waiter hook (see hooks.hpp).
   template <class B>
   class waiter {
    public:
@@ -101,6 +105,11 @@ struct HandOff {
       joined_ = joined_ || line.join;
     }
 
+    /// Registers this waiter's token for grants, if before_try() has not, and
+    /// completes once the backend's subscription to the grant channel is
+    /// confirmed. If no try has joined the line yet, the first wait returns at
+    /// once, so that the next try joins. An error ends the acquire
+    /// (server_error when the server refused the SUBSCRIBE: see server_reply()).
     asio::awaitable<error_code> prepare() {
       if (!ticket_) co_await enter();
       auto ec = co_await ticket_->subscribed(refusal_);
@@ -109,6 +118,11 @@ struct HandOff {
       co_return ec;
     }
 
+    /// Returns at once if a grant message came (granted() takes it) or the key
+    /// must be checked; else sleeps until a grant message or the batched
+    /// refresh wakes it, until the holder's lease could end (`held_for`, when
+    /// known and not negative), or until `deadline`. Completes with no error,
+    /// or with operation_aborted when the acquire is cancelled during the sleep.
     asio::awaitable<error_code> wait(std::optional<milliseconds> held_for, ext::steady::time_point deadline) {
       if (state_->granted || std::exchange(state_->check, false)) co_return error_code{};
       // Wake when the holder's lease could end (a dead holder's lock is

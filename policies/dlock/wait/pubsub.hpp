@@ -27,11 +27,14 @@ namespace dlock::wait {
 /// subscription on its one subscriber connection, which ends with the last
 /// wait. Needs an ownership whose release publishes (ReentrantHash).
 struct PubSub {
-  static constexpr const char* policy_name = "pubsub";
-  static constexpr bool needs_publish = true;
+  static constexpr const char* policy_name = "pubsub";  ///< its name in Lock::combination_name()
+  static constexpr bool needs_publish = true;  ///< waits for the release message: the ownership must publish one
 
+  /// Nothing to check: no error.
   std::error_code validate() const { return {}; }
 
+  /// One acquire's waiter: after prepare(), its place in the backend's line
+  /// of waiters on the lock's release channel (ext::wake_groups).
   template <class B>
   class waiter {
    public:
@@ -40,6 +43,11 @@ struct PubSub {
     waiter(const PubSub&, B& backend, const std::string& name, const std::string& channel)
         : backend_(backend), name_(name), channel_(channel) {}
 
+    /// Joins the line of waiters on `channel` (subscribing, if nobody in this
+    /// backend is) and completes once the subscription is confirmed, so that
+    /// no later release goes unheard. The first wait then returns at once: the
+    /// lock is tried again before any sleep. An error ends the acquire
+    /// (server_error when the server refused the SUBSCRIBE: see server_reply()).
     asio::awaitable<error_code> prepare() {
       auto ex = co_await asio::this_coro::executor;
       state_ = std::make_shared<signal>(ex);
@@ -64,6 +72,11 @@ struct PubSub {
       co_return ec;
     }
 
+    /// Returns at once if a wake came (a release message, or prepare()'s own);
+    /// else sleeps until one comes, until the holder's lease could end
+    /// (`held_for`, when known and not negative), or until `deadline`.
+    /// Completes with no error, or with operation_aborted when the acquire is
+    /// cancelled during the sleep.
     asio::awaitable<error_code> wait(std::optional<milliseconds> held_for,
                                      ext::steady::time_point deadline) {
       if (woken()) co_return error_code{};
