@@ -7,6 +7,7 @@
 //   dbsize()           the keys on all its servers
 //   plain(key)         a RedisBackend on the server that holds `key` (the
 //                      tests' own counters)
+//   another()          a second backend on the same servers (another client)
 #pragma once
 
 #include <map>
@@ -33,6 +34,7 @@ struct one_server : private_redis {
   std::string command(std::string_view, const std::vector<std::string>& args) const { return server.command(args); }
   long long dbsize() const { return std::stoll(server.command({"DBSIZE"})); }
   RedisBackend& plain(std::string_view) { return backend; }
+  std::unique_ptr<RedisBackend> another() const { return std::make_unique<RedisBackend>(server.url()); }
 };
 
 /// Two private redis-servers behind examples::ShardedBackend: every key on
@@ -54,6 +56,9 @@ struct two_servers {
     return std::stoll(first.command({"DBSIZE"})) + std::stoll(second.command({"DBSIZE"}));
   }
   RedisBackend& plain(std::string_view key) { return backend.shard_for(key); }
+  std::unique_ptr<examples::ShardedBackend> another() const {
+    return std::make_unique<examples::ShardedBackend>(std::vector<std::string>{first.url(), second.url()});
+  }
 };
 
 /// The settings of `url` (redis-sentinel://) with replica acknowledgement
@@ -64,12 +69,24 @@ inline redis::sentinel_config acknowledged_sentinel_config(std::string_view url)
   return cfg;
 }
 
-/// A master with one replica and one sentinel (quorum 1: quick to start;
-/// the failover tests start three), behind SentinelBackend.
+/// The process's Sentinel deployment for the combination suites and the
+/// policy tests: a master with one replica and one sentinel (quorum 1:
+/// quick to start; the failover tests start three of their own), started
+/// on first use and kept until the process ends. Starting and stopping one
+/// takes about 5 s: one per test case made the Sentinel suites the longest.
+sentinel_deployment& shared_sentinel();
+
+/// Empties the shared deployment's master (the replica follows).
+inline bool flush(sentinel_deployment& d) {
+  d.node(0).command({"FLUSHALL"});
+  return true;
+}
+
+/// The shared Sentinel deployment, emptied, behind a SentinelBackend.
 struct sentinel_servers {
   using backend_type = SentinelBackend;
-  sentinel_deployment deployment{sentinel_options{.replicas = 1, .sentinels = 1, .quorum = 1}};
-  SentinelBackend backend{deployment.url()};
+  sentinel_deployment& deployment = shared_sentinel();
+  SentinelBackend backend{(flush(deployment), deployment.url())};
 
   std::string worker_spec() const { return deployment.url(); }
   std::string command(std::string_view, const std::vector<std::string>& args) const {
@@ -77,15 +94,16 @@ struct sentinel_servers {
   }
   long long dbsize() const { return std::stoll(deployment.node(0).command({"DBSIZE"})); }
   RedisBackend& plain(std::string_view) { return backend; }
+  std::unique_ptr<SentinelBackend> another() const { return std::make_unique<SentinelBackend>(deployment.url()); }
 };
 
-/// As sentinel_servers, with replica acknowledgement on (every replica,
+/// As sentinel_servers (the same shared deployment), with replica acknowledgement on (every replica,
 /// within 2 s): the locks of combinations::acknowledgeable. Its worker
 /// spec is the URL after "ack:", which lock_worker reads the same way.
 struct acknowledged_sentinel_servers {
   using backend_type = SentinelBackend;
-  sentinel_deployment deployment{sentinel_options{.replicas = 1, .sentinels = 1, .quorum = 1}};
-  SentinelBackend backend{acknowledged_sentinel_config(deployment.url())};
+  sentinel_deployment& deployment = shared_sentinel();
+  SentinelBackend backend{(flush(deployment), acknowledged_sentinel_config(deployment.url()))};
 
   std::string worker_spec() const { return "ack:" + deployment.url(); }
   std::string command(std::string_view, const std::vector<std::string>& args) const {
@@ -145,6 +163,7 @@ struct cluster_servers {
     return n;
   }
   RedisBackend& plain(std::string_view key) { return masters.of(key); }
+  std::unique_ptr<ClusterBackend> another() const { return std::make_unique<ClusterBackend>(cluster.url()); }
 
   static bool flush(redis_cluster& c) {
     for (auto m : c.masters()) c.node(m).command({"FLUSHALL"});

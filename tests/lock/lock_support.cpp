@@ -22,4 +22,9 @@ redis_cluster& shared_cluster() {
   return cluster;
 }
 
+sentinel_deployment& shared_sentinel() {
+  static sentinel_deployment deployment(sentinel_options{.replicas = 1, .sentinels = 1, .quorum = 1});
+  return deployment;
+}
+
 }  // namespace dlock::test

@@ -29,8 +29,6 @@ using TokenWatchdog = dlock::Lock<dlock::RedisBackend, o::Token, r::Watchdog, w:
 using HashWatchdog = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::Spin>;
 using TokenFixed = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
 using HashFixed = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::FixedLease, w::Spin>;
-using SetNxFixed = dlock::Lock<dlock::RedisBackend, o::SetNx, r::FixedLease, w::Spin>;
-using GetSetFixed = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::Spin>;
 
 namespace {
 
@@ -178,43 +176,7 @@ TEMPLATE_TEST_CASE("a renewal confirmed after the signal does not revive the hol
   CHECK(ec == dlock::error::lease_lost);
 }
 
-TEST_CASE("a hold without expiry never signals, and an empty hold's token never stops", "[loss]") {
-  private_redis redis;
-  dlock::Lock<dlock::RedisBackend, o::SetNx, r::None, w::TryOnce> lock(redis.backend, "forever");
-  auto hold = lock.acquire();
-  CHECK(hold.remaining_lease() == std::chrono::milliseconds::max());
-  CHECK(hold.stop_token().stop_possible());
-  std::this_thread::sleep_for(scaled(100ms));  // time for a signal that should never come
-  CHECK_FALSE(hold.stop_token().stop_requested());
-  hold.release();
-  decltype(hold) empty;
-  CHECK_FALSE(empty.stop_token().stop_possible());
-  CHECK(empty.remaining_lease() == 0ms);
-}
-
 // ---- lease limits ------------------------------------------------------------
-
-TEMPLATE_TEST_CASE("the largest lease is accepted and works; one millisecond more is refused", "[lease][limits]",
-                   SetNxFixed, TokenFixed, HashFixed, GetSetFixed, TokenWatchdog, HashWatchdog) {
-  private_redis redis;
-  using R = typename TestType::renewal_type;
-  CHECK(construction_error<TestType>(redis.backend, R{dlock::max_lease + 1ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TestType>(redis.backend, R{0ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TestType>(redis.backend, R{-1ms}) == dlock::error::invalid_lease);
-
-  TestType lock(redis.backend, "far", {}, R{dlock::max_lease}, w::Spin{10ms});
-  auto hold = lock.acquire();
-  CHECK(hold.remaining_lease() > dlock::max_lease - R{dlock::max_lease}.margin() - 60s);
-  if constexpr (std::is_same_v<typename TestType::ownership_type, o::GetSetExpiry>) {
-    // The value is the expiration in epoch seconds; the key has no TTL.
-    auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    CHECK(std::stod(redis.server.command({"GET", "far"})) > now + 1e9 - 60);
-  } else {
-    CHECK(std::stoll(redis.server.command({"PTTL", "far"})) > dlock::max_lease.count() - 60000);
-  }
-  hold.release();
-  CHECK(redis.server.command({"EXISTS", "far"}) == "0");
-}
 
 TEST_CASE("the shortest leases the default margin leaves room for", "[lease][limits]") {
   private_redis redis;

@@ -1,13 +1,13 @@
-// Policy behaviour against a real redis-server: the watchdog, leases and
-// expiry, pub/sub wake-ups, cancellation, lost replies and retried releases.
+// Policy behaviour against one real redis-server: batched renewals, expiry
+// after a crash, pub/sub wake-ups counted, lost replies and retried
+// releases. What does not depend on one server runs on every backend
+// fixture (test_policies_backends.cpp, which says what stays here, and why).
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <future>
 #include <thread>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
@@ -30,7 +30,6 @@ namespace r = dlock::renewal;
 namespace w = dlock::wait;
 namespace asio = boost::asio;
 
-using WatchdogToken = dlock::Lock<dlock::RedisBackend, o::Token, r::Watchdog, w::Spin>;
 using WatchdogHash = dlock::Lock<>;
 using FixedToken = dlock::Lock<dlock::RedisBackend, o::Token, r::FixedLease, w::Spin>;
 using FixedHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::FixedLease, w::Spin>;
@@ -72,41 +71,6 @@ bool waiter_asleep(const L& lock, const redis_server& server, long long scripts_
 
 }  // namespace
 
-TEST_CASE("the watchdog keeps a lock for more than three leases and stops at release", "[watchdog]") {
-  private_redis redis;
-  const auto lease = scaled(300ms);
-  WatchdogToken lock(redis.backend, "job", {}, r::Watchdog{lease}, w::Spin{10ms});
-  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
-  {
-    auto hold = lock.acquire();
-    std::this_thread::sleep_for(lease * 11 / 3);  // more than three leases
-    CHECK(redis.server.command({"EXISTS", "job"}) == "1");
-    CHECK(pttl(redis.server, "job") > 0);
-    CHECK_FALSE(hold.lost());
-    CHECK(hold.remaining_lease() > 0ms);
-    CHECK(renewals.size() == 1);
-    CHECK(renewals.renewals_sent() >= 3);
-  }
-  CHECK(renewals.size() == 0);
-  CHECK(redis.server.command({"EXISTS", "job"}) == "0");
-  auto sent = renewals.renewals_sent();
-  std::this_thread::sleep_for(lease * 4 / 3);  // a renewal would have come by now
-  CHECK(renewals.renewals_sent() == sent);  // nothing renews a released lock
-}
-
-TEST_CASE("destroying the lock object stops its renewals and releases", "[watchdog]") {
-  private_redis redis;
-  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
-  {
-    WatchdogHash lock(redis.backend, "scoped", {}, r::Watchdog{scaled(300ms)});
-    lock.lock();
-    lock.lock();
-    CHECK(renewals.size() == 1);
-  }
-  CHECK(renewals.size() == 0);
-  CHECK(redis.server.command({"EXISTS", "scoped"}) == "0");
-}
-
 TEST_CASE("one round trip renews many held locks", "[watchdog]") {
   private_redis redis;
   auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
@@ -145,56 +109,6 @@ TEST_CASE("a lock taken and released over and over does not wake the renewal tim
   // timer stayed disarmed.)
   CHECK(renewals.steps() - renewal_steps <= 5);
   CHECK(watch.steps() - watch_steps <= 5);
-}
-
-TEST_CASE("a renewal that finds the lock gone signals loss to the holder", "[watchdog]") {
-  private_redis redis;
-  WatchdogHash lock(redis.backend, "fragile", {}, r::Watchdog{scaled(300ms)});
-  auto hold = lock.acquire();
-  std::atomic<bool> told{false};
-  hold.on_lost([&] { told = true; });
-  redis.server.command({"DEL", "fragile"});
-  // lost() turns true just before the callbacks run: wait for the callback.
-  CHECK(dlock::test::wait_until([&] { return told.load(); }, scaled(2s)));
-  CHECK(hold.lost());
-  CHECK(hold.remaining_lease() == 0ms);
-  std::error_code ec;
-  hold.release(ec);
-  CHECK(ec == dlock::error::lease_lost);
-}
-
-TEST_CASE("a watchdog never extends someone else's lock", "[watchdog]") {
-  private_redis redis;
-  WatchdogToken lock(redis.backend, "swapped", {}, r::Watchdog{scaled(300ms)}, w::Spin{10ms});
-  auto hold = lock.acquire();
-  // Someone else's value, with a short expiry of its own.
-  const auto theirs = scaled(5000ms);
-  redis.server.command({"SET", "swapped", "not-our-token", "PX", std::to_string(theirs.count())});
-  CHECK(dlock::test::wait_until([&] { return hold.lost(); }, scaled(2s)));
-  auto left = pttl(redis.server, "swapped");
-  CHECK(left <= theirs.count());
-  CHECK(left > scaled(3000ms).count());  // not shortened to our 300 ms lease either
-  CHECK(redis.server.command({"GET", "swapped"}) == "not-our-token");
-}
-
-using FixedGetSet = dlock::Lock<dlock::RedisBackend, o::GetSetExpiry, r::FixedLease, w::Spin>;
-
-TEMPLATE_TEST_CASE("release after expiry never deletes the new owner's lock", "[lease]", FixedToken, FixedHash,
-                   FixedGetSet) {
-  private_redis redis;
-  auto other = redis.another_backend();
-  TestType first(redis.backend, "coupon", {}, r::FixedLease{scaled(200ms)}, w::Spin{10ms});
-  TestType second(other, "coupon", {}, r::FixedLease{scaled(10s)}, w::Spin{10ms});
-  auto h1 = first.acquire();
-  // The first lease runs out (GetSetExpiry's key has no TTL to watch).
-  REQUIRE(dlock::test::wait_until([&] { return h1.lost(); }, scaled(2s)));
-  auto h2 = second.acquire();
-  std::error_code ec;
-  h1.release(ec);
-  CHECK(ec == dlock::error::lease_lost);
-  CHECK(redis.server.command({"EXISTS", "coupon"}) == "1");  // the second owner's lock stands
-  h2.release();
-  CHECK(redis.server.command({"EXISTS", "coupon"}) == "0");
 }
 
 TEST_CASE("a killed holder's lock frees within its lease", "[lease][process]") {
@@ -255,31 +169,6 @@ TEST_CASE("pub/sub wakes a waiter long before a spin interval would", "[pubsub]"
   CHECK(woken * 3 < polled);
   // the wait's subscription ended
   CHECK(dlock::test::wait_until([&] { return b.subscriber().channel_count() == 0; }));
-}
-
-TEST_CASE("pub/sub waiters queue up and each gets the lock", "[pubsub]") {
-  private_redis redis;
-  WatchdogHash lock(redis.backend, "queue");
-  std::atomic<int> inside{0}, max_inside{0}, done{0};
-  std::vector<std::future<void>> waiters;
-  for (int i = 0; i < 6; ++i) {
-    waiters.push_back(std::async(std::launch::async, [&] {
-      for (int k = 0; k < 5; ++k) {
-        std::scoped_lock g(lock);
-        int now = ++inside;
-        int seen = max_inside.load();
-        while (now > seen && !max_inside.compare_exchange_weak(seen, now)) {
-        }
-        std::this_thread::sleep_for(scaled(2ms));  // the work: long enough for an overlap to show
-        --inside;
-      }
-      ++done;
-    }));
-  }
-  for (auto& f : waiters) REQUIRE(f.wait_for(scaled(60s)) == std::future_status::ready);
-  CHECK(done == 6);
-  CHECK(max_inside == 1);
-  CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
 }
 
 // Acquire-script runs so far: every try of a hash lock runs it once.
@@ -345,66 +234,6 @@ TEST_CASE("a pub/sub waiter that leaves with an unused wake passes it to the nex
   second.reset();
   CHECK(line.waiting("news") == 0);
   CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
-}
-
-using BackoffHash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::Backoff>;
-
-// Each retrying wait ends differently (PubSub's timer, Spin's and Backoff's
-// sleeps): each must end at once on cancellation.
-TEMPLATE_TEST_CASE("cancelling a waiting async_acquire leaves nothing held and nothing renewing", "[cancel]",
-                   WatchdogHash, SpinHash, BackoffHash) {
-  private_redis redis;
-  TestType lock(redis.backend, "busy");
-  auto hold = lock.async_acquire("holder", asio::use_future).get();
-  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
-  CHECK(renewals.size() == 1);
-
-  asio::cancellation_signal cancel;
-  std::promise<std::pair<dlock::error_code, bool>> result;
-  auto before = script_calls(redis.server);
-  lock.async_acquire("waiter", asio::bind_cancellation_slot(cancel.slot(), [&](dlock::error_code ec, auto h) {
-    result.set_value({ec, bool(h)});  // assertions stay on the test's thread
-  }));
-  REQUIRE(waiter_asleep(lock, redis.server, before));  // cancel the wait, not the try
-  // Emit on the operation's side: cancellation signals are not thread-safe.
-  asio::post(redis.backend.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
-  auto f = result.get_future();
-  REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
-  auto [ec, got_hold] = f.get();
-  CHECK(ec == asio::error::operation_aborted);
-  CHECK_FALSE(got_hold);
-  CHECK(lock.held_by("waiter") == 0);
-  CHECK(renewals.size() == 1);
-  CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
-  hold.release();
-  std::this_thread::sleep_for(scaled(100ms));  // time for a waiter that lived on to take it
-  CHECK(redis.server.command({"EXISTS", "busy"}) == "0");  // the cancelled waiter did not take it
-  CHECK(renewals.size() == 0);
-}
-
-// A release is not cut short: once its command may have left, stopping it
-// would leave the caller not knowing whether the lock is still held.
-TEMPLATE_TEST_CASE("cancelling an async_release in flight changes nothing: it completes with its own outcome",
-                   "[cancel]", WatchdogHash, FixedToken) {
-  private_redis redis;
-  TestType lock(redis.backend, "leaving");
-  auto hold = lock.async_acquire("holder", asio::use_future).get();
-  REQUIRE(redis.server.command({"EXISTS", "leaving"}) == "1");
-
-  stall_server(redis.server, scaled(300ms));  // the release's script waits in the server
-  asio::cancellation_signal cancel;
-  std::promise<dlock::error_code> result;
-  lock.async_release(hold, asio::bind_cancellation_slot(cancel.slot(), [&](dlock::error_code ec) {
-    result.set_value(ec);  // assertions stay on the test's thread
-  }));
-  std::this_thread::sleep_for(scaled(50ms));
-  asio::post(redis.backend.get_executor(), [&] { cancel.emit(asio::cancellation_type::terminal); });
-  auto f = result.get_future();
-  REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
-  CHECK_FALSE(f.get());
-  CHECK_FALSE(hold);
-  CHECK(lock.held_by("holder") == 0);
-  CHECK(redis.server.command({"EXISTS", "leaving"}) == "0");
 }
 
 // Backends whose commands time out after 300 ms (scaled), for lost replies.
