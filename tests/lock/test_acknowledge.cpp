@@ -83,7 +83,10 @@ TEST_CASE("a master without replicas acknowledges nothing: every write is given 
 
 TEST_CASE("an acknowledged acquire is on every replica when it returns", "[lock][acknowledge]") {
   dlock::test::sentinel_deployment d({.replicas = 2, .sentinels = 1, .quorum = 1});
-  dlock::SentinelBackend backend(acknowledging(d));
+  // WAIT gets 2 s: what is checked is where the write is when the acquire
+  // returns, not how soon (300 ms failed once, with three test processes
+  // on two CPUs: two fresh replicas had not both answered).
+  dlock::SentinelBackend backend(acknowledging(d, replica_ack::all, 2000ms));
   auto on_every_replica = [&](const std::string& name) {
     for (std::size_t r = 1; r < d.nodes(); ++r)
       if (d.node(r).command({"EXISTS", name}) != "1") return false;
