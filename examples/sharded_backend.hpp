@@ -37,6 +37,16 @@ class ShardedBackend {
   /// One RedisBackend (with its own I/O thread) per URL.
   explicit ShardedBackend(const std::vector<std::string>& urls)
       : shards_(connect(urls)), core_(shards_.front()->get_executor()) {}
+  /// The services first (they use the servers), then the servers from the
+  /// last to the first. The first server's I/O thread runs every lock
+  /// operation, and the others complete their calls onto it: their threads
+  /// must be gone before its context is (a thread that has handed a
+  /// completion over still releases its hold on that context's work
+  /// afterwards).
+  ~ShardedBackend() {
+    core_.clear_services();
+    while (!shards_.empty()) shards_.pop_back();
+  }
   ShardedBackend(const ShardedBackend&) = delete;
   ShardedBackend& operator=(const ShardedBackend&) = delete;
 
