@@ -20,8 +20,8 @@ class category final : public std::error_category {
       case error::invalid_name: return "invalid lock name: empty or longer than 4096 bytes";
       case error::invalid_lease:
         return "invalid lease: must be positive, at most 10^12 ms (about 31.7 years), and longer than its loss "
-               "margin (a watchdog's margin may be at most a third of its timeout)";
-      case error::invalid_interval: return "invalid interval: must be positive";
+               "margin (a watchdog's margin may be at most a third of its timeout, which must be at least 3 ms)";
+      case error::invalid_interval: return "invalid interval: must be positive and at most 10^12 ms";
       case error::invalid_url: return "invalid Redis URL";
       case error::invalid_argument: return "invalid argument";
       case error::would_deadlock:

@@ -191,10 +191,18 @@ void bad_input_test() {
   using W = typename L::wait_type;
   if constexpr (std::is_same_v<W, wait::Spin>) {
     CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{0ms}); }) == error::invalid_interval);
+    // Longer would overflow the sleep's clock arithmetic (signed overflow).
+    CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{max_lease + 1ms}); }) ==
+          error::invalid_interval);
+    CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{max_lease}); }) == std::error_code{});
   }
   if constexpr (std::is_same_v<W, wait::Backoff>) {
     CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{0ms, 10ms}); }) == error::invalid_interval);
     CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{10ms, 5ms}); }) == error::invalid_interval);
+    // A longer cap overflowed bound()'s doubling (a negative bound: undefined behaviour).
+    CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{10ms, max_lease + 1ms}); }) ==
+          error::invalid_interval);
+    CHECK(code([&] { L(redis.backend, "n", {}, test_renewal<L>(1s), W{10ms, max_lease}); }) == std::error_code{});
   }
   // Nothing reached Redis.
   CHECK(redis.dbsize() == 0);

@@ -186,6 +186,10 @@ TEST_CASE("the shortest leases the default margin leaves room for", "[lease][lim
   // Watchdog: the margin may take at most a third of the timeout.
   CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{17ms}) == dlock::error::invalid_lease);
   CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{18ms}) == std::error_code{});
+  // Without a margin, the shortest timeout whose renewal period (a third)
+  // is not 0 ms: 3 ms (2 ms passed, and renewed with no pause at all).
+  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{2ms, {0.0, 0ms}}) == dlock::error::invalid_lease);
+  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{3ms, {0.0, 0ms}}) == std::error_code{});
   // A bad margin is a bad argument.
   CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{1s, {1.5, 5ms}}) ==
         dlock::error::invalid_argument);

@@ -47,10 +47,14 @@ struct Watchdog {
   milliseconds period() const { return timeout / 3; }
   /// How long before the lease's end the hold counts as lost: `safety.of(timeout)`.
   milliseconds margin() const { return safety.of(timeout); }
-  /// invalid_lease unless 0 < timeout <= max_lease and its margin is at most
-  /// `timeout / 3`; invalid_argument for a bad `safety` (see
-  /// loss_margin::validate).
-  std::error_code validate() const { return ext::validate_lease(timeout, safety, timeout / 3 + milliseconds(1)); }
+  /// invalid_lease unless 3 ms <= timeout <= max_lease (a shorter one has a
+  /// renewal period of 0 ms) and its margin is at most `timeout / 3`;
+  /// invalid_argument for a bad `safety` (see loss_margin::validate).
+  std::error_code validate() const {
+    if (auto ec = ext::validate_lease(timeout, safety, timeout / 3 + milliseconds(1))) return ec;
+    if (period() < milliseconds(1)) return make_error_code(error::invalid_lease);
+    return {};
+  }
 };
 
 }  // namespace dlock::renewal

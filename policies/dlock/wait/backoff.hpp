@@ -24,11 +24,12 @@ struct Backoff {
   /// A base of `b` and a cap of `c`.
   Backoff(milliseconds b, milliseconds c) : base(b), cap(c) {}
 
-  /// invalid_interval unless 0 < base <= cap.
+  /// invalid_interval unless 0 < base <= cap <= max_lease (a longer cap
+  /// would overflow bound()'s doubling and the clock's arithmetic).
   std::error_code validate() const {
     if (auto ec = ext::validate_positive(base, error::invalid_interval)) return ec;
     if (auto ec = ext::validate_positive(cap, error::invalid_interval)) return ec;
-    if (cap < base) return make_error_code(error::invalid_interval);
+    if (cap < base || cap > max_lease) return make_error_code(error::invalid_interval);
     return {};
   }
 

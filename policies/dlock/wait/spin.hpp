@@ -21,8 +21,13 @@ struct Spin {
   /// Sleeps `i` between tries.
   explicit Spin(milliseconds i) : interval(i) {}
 
-  /// invalid_interval unless interval > 0.
-  std::error_code validate() const { return ext::validate_positive(interval, error::invalid_interval); }
+  /// invalid_interval unless 0 < interval <= max_lease (a longer one would
+  /// overflow the clock's arithmetic and end the sleep at once).
+  std::error_code validate() const {
+    if (auto ec = ext::validate_positive(interval, error::invalid_interval)) return ec;
+    if (interval > max_lease) return make_error_code(error::invalid_interval);
+    return {};
+  }
 
   /// One acquire's waiter.
   template <class B>
