@@ -34,18 +34,18 @@ class ShardedBackend {
  public:
   using executor_type = boost::asio::any_io_executor;
 
-  /// One RedisBackend (with its own I/O thread) per URL.
-  explicit ShardedBackend(const std::vector<std::string>& urls)
-      : shards_(connect(urls)), core_(shards_.front()->get_executor()) {}
-  /// The services first (they use the servers), then the servers from the
-  /// last to the first. The first server's I/O thread runs every lock
-  /// operation, and the others complete their calls onto it: their threads
-  /// must be gone before its context is (a thread that has handed a
-  /// completion over still releases its hold on that context's work
-  /// afterwards).
+  /// One RedisBackend per URL, all on this backend's one I/O thread.
+  explicit ShardedBackend(const std::vector<std::string>& urls) : shards_(connect(core_, urls)) {}
+  /// The services first (they use the servers), then the servers (their
+  /// connections stop), then the one thread, and its context with it.
+  /// (With a thread per server, a call to one server completed onto
+  /// another's context, and each context could go while another thread
+  /// still held work on it: a rare SIGSEGV at teardown.)
   ~ShardedBackend() {
     core_.clear_services();
-    while (!shards_.empty()) shards_.pop_back();
+    shards_.clear();
+    core_.drain();  // the stopped connections fail what they still hold
+    core_.stop();
   }
   ShardedBackend(const ShardedBackend&) = delete;
   ShardedBackend& operator=(const ShardedBackend&) = delete;
@@ -57,16 +57,11 @@ class ShardedBackend {
 
   // ---- the backend contract ----
 
-  /// Lock operations run on the first server's I/O thread; the others'
-  /// completions come back to it (every completion goes to its handler's
-  /// executor).
+  /// Lock operations and every server's connections run on one I/O
+  /// thread of this backend's own.
   executor_type get_executor() const noexcept { return core_.get_executor(); }
   const std::string& client_id() const noexcept { return core_.client_id(); }
-  bool on_io_thread() const noexcept {
-    for (auto& s : shards_)
-      if (s->on_io_thread()) return true;
-    return false;
-  }
+  bool on_io_thread() const noexcept { return core_.on_io_thread(); }
 
   template <class CompletionToken>
   auto async_exec(std::string_view key, redis::request req, CompletionToken&& token) {
@@ -165,17 +160,19 @@ class ShardedBackend {
     return redis::value::make_string("CROSSSLOT Keys in request don't hash to the same slot", redis::kind::error);
   }
 
-  static std::vector<std::unique_ptr<RedisBackend>> connect(const std::vector<std::string>& urls) {
+  // Starts the thread, then a RedisBackend on it per URL.
+  static std::vector<std::unique_ptr<RedisBackend>> connect(backend_core& core, const std::vector<std::string>& urls) {
     if (urls.empty()) throw std::system_error(make_error_code(error::invalid_url), "ShardedBackend: no servers");
+    core.start_thread();
     std::vector<std::unique_ptr<RedisBackend>> shards;
-    for (auto& url : urls) shards.push_back(std::make_unique<RedisBackend>(url));
+    for (auto& url : urls) shards.push_back(std::make_unique<RedisBackend>(core.get_executor(), url));
     return shards;
   }
 
-  std::vector<std::unique_ptr<RedisBackend>> shards_;
-  // The executor (the first server's), the client id and the services;
-  // destroyed first, so the services go before the servers they use.
+  // The I/O thread and its context, the client id and the services; made
+  // first and kept last (see the destructor).
   backend_core core_;
+  std::vector<std::unique_ptr<RedisBackend>> shards_;
 };
 
 }  // namespace dlock::examples

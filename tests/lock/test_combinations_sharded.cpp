@@ -46,12 +46,14 @@ TEMPLATE_LIST_TEST_CASE("every combination takes and releases a lock whose name 
 }
 
 // Torn down right after its last call returned, with the lock's key on the
-// second server: that server's thread posts the call's completion to the
-// first server's context (where lock operations run) and then lets go of its
-// hold on that context's work. The first server used to go first, its
-// context destroyed while the second's thread had not let go yet: lock_worker
-// crashed (SIGSEGV in the scheduler's work count) about once in 500 teardowns
-// on a loaded machine. The servers now go from the last to the first.
+// second server. With an I/O thread per server, that server's thread posted
+// the call's completion to the first server's context (where lock
+// operations ran) and only then let go of its hold on that context's work,
+// while the first server's thread held work on the second's context for
+// calls it made there: whichever context went first, another thread could
+// still touch it (SIGSEGV in the scheduler's work count; lock_worker about
+// once in 500 teardowns on a loaded machine). The servers now share the
+// backend's one thread and context, which goes last.
 TEST_CASE("a ShardedBackend torn down right after a call to its second server", "[lock][sharded]") {
   dlock::test::redis_server first, second;
   using L = dlock::Lock<dlock::examples::ShardedBackend, dlock::ownership::Token, dlock::renewal::FixedLease,
