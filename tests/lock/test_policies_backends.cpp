@@ -11,6 +11,8 @@
 // ones that count what one server ran or one backend's internal engines did
 // (batched renewals, one wake per release), Redisson's wire format, and the
 // API checks that send nothing (error conditions, blocking calls refused).
+// test_replies.cpp stays on its fake server: it feeds replies no real Redis
+// sends (wrong types, errors where a script returns a number).
 #include <catch2/catch.hpp>
 
 #include <atomic>
