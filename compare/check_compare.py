@@ -239,13 +239,22 @@ def check_cluster(exe, out):
         for side in ("single", "cluster", "cluster_without_replicas"):
             if not (row[side]["samples"] > 0 and row[side]["p50_us"] > 0):
                 fail(f"{row['name']}: no {side} cycles: {row}")
-        # A quick run's contended phase lasts 0.25 s: a spinning lock may go
-        # the whole of it without changing hands on one server (one worker
-        # takes it again and again), and then no hand-off ratio exists.
+        # A quick run's contended phase lasts 0.25 s: a spinning or backing
+        # off lock may go the whole of it without changing hands, on either
+        # backend (one worker takes it again and again). The rate ratio exists
+        # whenever one server handed off (it is 0 when the cluster did not);
+        # a lock that wakes its waiters (pub/sub, hand-off) must change hands
+        # on both.
         single_handed_off = row["single_contended"]["handoffs_per_s"] > 0
-        if not (row["cycle_vs_single"] > 0 and row["without_replicas_vs_single"] > 0
-                and (row["handoff_rate_vs_single"] > 0 or not single_handed_off) and row["workers"] == 8):
+        cluster_handed_off = row["cluster_contended"]["handoffs_per_s"] > 0
+        wakes = row["name"].rsplit("/", 1)[-1] in ("pubsub", "handoff")
+        if wakes and not (single_handed_off and cluster_handed_off):
+            fail(f"{row['name']}: a waking lock did not change hands: {row}")
+        if not (row["cycle_vs_single"] > 0 and row["without_replicas_vs_single"] > 0 and row["workers"] == 8):
             fail(f"{row['name']}: ratios missing: {row}")
+        if single_handed_off and not (row["handoff_rate_pairs"]
+                                      and (row["handoff_rate_vs_single"] > 0 or not cluster_handed_off)):
+            fail(f"{row['name']}: hand-off ratio missing: {row}")
         for side in ("single_contended", "cluster_contended"):
             x = row[side]
             if x["errors"] or not x["cycles"] > 0 or x["overlaps"] or x["lost_updates"]:
