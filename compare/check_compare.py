@@ -277,6 +277,28 @@ def check_cluster(exe, out):
         fail("the table has no cluster figures")
 
 
+def check_renewals(data, stdout):
+    """The renewal phase: the default lock held 2,000 times, renewed in
+    batches and one call per lock in alternating windows; counts, not
+    speed (the ratios only have to exist)."""
+    rn = data.get("renewals")
+    if not rn or [row["locks"] for row in rn["rows"]] != [2000] or rn["batch_limit"] != 100:
+        fail(f"renewals: {rn}")
+    for row in rn["rows"]:
+        b, one = row["batched"], row["single"]
+        if row["lost"] or not (b["renewed"] >= 2000 and one["renewed"] >= 2000):
+            fail(f"renewals: a lock lost, or too few renewed: {row}")
+        # Up to 100 locks a call, where the single side sends one each.
+        if not (b["calls"] * 50 <= b["renewed"] and one["calls"] == one["renewed"]):
+            fail(f"renewals: calls per lock wrong: {row}")
+        if not (b["pexpires"] > 0 and one["pexpires"] > 0 and b["script_us_per_lock"] > 0
+                and one["script_us_per_lock"] > 0 and row["script_batched_vs_single"] > 0
+                and row["cpu_batched_vs_single"] > 0):
+            fail(f"renewals: figures missing: {row}")
+    if "held locks (Lock<>" not in stdout:
+        fail("the table has no held-locks figures")
+
+
 def main():
     exe, out, plot = sys.argv[1], sys.argv[2], sys.argv[3]
     listed = subprocess.run([exe, "--list"], capture_output=True, text=True, check=True).stdout
@@ -328,6 +350,7 @@ def main():
 
     check_reference(data, r.stdout)
     check_faults(data)
+    check_renewals(data, r.stdout)
     check_plots(plot, out)
     check_shared_server(exe, out + "-shared")
     check_backends(exe, out + "-backends")

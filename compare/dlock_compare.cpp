@@ -34,6 +34,7 @@
 #include "reference.hpp"
 #include "report.hpp"
 #include "run_plan.hpp"
+#include "renewals.hpp"
 #include "tls_phase.hpp"
 
 namespace {
@@ -308,13 +309,20 @@ int run(const options& o) {
   if (ref.skipped.empty()) contend_redis_py(redis, self, plan, ref, [&](const std::string& what) { bar.step(what); });
   contention_phase(o, n, redis, url, prefix, self, env.ping.p50_us, rows, bar);
   auto faults = fault_phase(o, n, redis, url, prefix, self);
+  // What keeping locks costs the server: the default lock, held many times.
+  std::optional<renewals_result> renewals;
+  if (matches(o.filter, dlock::Lock<>::combination_name())) {
+    std::fprintf(stderr, "renewals: held locks, batched and one call each\n");
+    renewals = run_renewals(redis, url, prefix, n.held_locks, n.renewal_pairs);
+  }
   auto deleted = delete_keys(redis, prefix);
   if (!private_server) std::fprintf(stderr, "deleted the run's %zu keys (%s*)\n", deleted, prefix.c_str());
   auto backends = run_backends(o, n);
 
   std::printf("%s", table(env, rows, ref, faults).c_str());
+  if (renewals) std::printf("%s", renewals_table(*renewals).c_str());
   std::printf("%s", backends_table(backends).c_str());
-  write_json(o.out_dir, json(env, rows, ref, faults, backends));
+  write_json(o.out_dir, json(env, rows, ref, faults, backends, renewals ? renewals_json(*renewals) : "null"));
   return 0;
 }
 

@@ -235,10 +235,11 @@ std::string tls_table(const tls_result& t);
 std::string tls_json(const tls_result& t);
 
 /// The whole run as JSON (an object with "environment", "combinations",
-/// "reference", "faults" and "backends"; each combination names its
-/// backend, "single").
+/// "reference", "faults", "renewals" and "backends"; each combination
+/// names its backend, "single"). `renewals` is the renewal phase's object
+/// (renewals_json), or "null" when it did not run.
 std::string json(const environment& env, const std::vector<combination_result>& rows,
                  const reference_result& ref, const std::vector<fault_result>& faults,
-                 const backends_result& backends);
+                 const backends_result& backends, const std::string& renewals = "null");
 
 }  // namespace dlock::compare

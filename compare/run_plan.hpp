@@ -24,6 +24,8 @@ struct counts {
   std::chrono::milliseconds contention, start_delay;
   std::chrono::milliseconds fault_lease;
   int failover_runs;  ///< runs of each act of seed 003's story (--backend sentinel)
+  std::vector<int> held_locks = {2000};  ///< the renewal phase's numbers of held locks
+  int renewal_pairs = 1;                 ///< its alternating pairs (batched, one call per lock) per number
 };
 counts counts_for(const options& o);
 

@@ -92,6 +92,10 @@ template <class B>
 concept backend_subscribe = requires(B& b, std::string_view key, std::string channel, redis::listener l) {
   { b.async_subscribe(key, channel, l, command_token{}) } -> std::same_as<asio::awaitable<std::tuple<error_code, redis::subscription>>>;
 };
+/// Optional: `static constexpr bool cross_slot_scripts`, true when one
+/// script may name keys of any slots (one server holds them all: the
+/// watchdog then merges renewals regardless of slot); without it, batches
+/// are per slot (detail::cross_slot_scripts).
 /// Optional: the blocking fast path. While a `B::blocking_scope` made from
 /// the backend lives on a thread, the lock runs its operation on that
 /// thread, and `blocking_exec`/`blocking_eval` send a command from it
@@ -182,6 +186,18 @@ concept ownership_extend = !O::owner_checked || requires(const O& o, const detai
 template <class O>
 concept ownership_reads_extend = requires(const redis::value& v) {
   { O::read_extend(v) } -> std::same_as<renewal_verdict>;
+};
+/// Optional, with `owner_checked`: many holds' extend_calls merged into one
+/// script call (the watchdog renews a batch with it), its reply read by
+/// `O::read_extend_batch(value, n)` when the ownership has one, else as an
+/// array of n usual replies (detail::read_extend_replies).
+template <class O>
+concept ownership_extend_batch = requires(const std::vector<const script_call*>& calls) {
+  { O::extend_batch(calls) } -> std::same_as<script_call>;
+};
+template <class O>
+concept ownership_reads_extend_batch = requires(const redis::value& v, std::size_t n) {
+  { O::read_extend_batch(v, n) } -> std::same_as<std::vector<renewal_verdict>>;
 };
 /// The channel a release publishes on (empty: it publishes nothing).
 template <class O>

@@ -83,6 +83,10 @@ using detail::deleted;            ///< a DEL-like reply (1 released, 0 not ours)
 using detail::integer_of;         ///< the integer a reply carries, or nullopt
 using detail::may_have_run;       ///< whether a failed command may have run
 using detail::read_extend_reply;  ///< an extend script's usual reply: 1 renewed, 0 gone
+using detail::read_extend_replies;  ///< a batch extend script's usual reply: an array of those, one per hold
+
+// Renewing in batches.
+using detail::merged_call;  ///< several extend_calls as one call of a batch script (keys, then arguments, in order)
 
 // Waiting.
 using detail::sleep_until;  ///< a cancellable sleep until a steady time point

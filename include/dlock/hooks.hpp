@@ -55,6 +55,13 @@ namespace dlock {
 //   (default: when the try was sent);
 // - `static read_extend(reply)` -> renewal_verdict: how its extend script's
 //   reply reads (default: read_extend_reply);
+// - `static extend_batch(calls)` -> script_call: several holds' extend_calls
+//   (a std::vector<const script_call*>, each made by extend_call, all with
+//   one script and keys the backend lets one script name) as one script
+//   call, so the watchdog renews a batch of holds with one call; with
+//   `static read_extend_batch(reply, n)` -> std::vector<renewal_verdict>,
+//   one verdict per call merged (default: read_extend_replies). A hold
+//   whose key is gone or wrong must cost no other hold its verdict;
 // - `fencing` (std::optional<fencing_tokens>) with `fence_call(rec)` ->
 //   script_call: fencing tokens (see detail::fencing_ownership).
 // As with a waiter's hooks, a member of one of these names that does not
@@ -81,6 +88,16 @@ constexpr bool queues() {
   else return false;
 }
 
+/// Whether one script may name keys of different cluster slots on backend
+/// B: `B::cross_slot_scripts` (true for one server, where every key is in
+/// one keyspace), else false (a key-routed backend sends a script to the
+/// server of its first key's slot, so its keys must share that slot).
+template <class B>
+constexpr bool cross_slot_scripts() {
+  if constexpr (requires { B::cross_slot_scripts; }) return static_cast<bool>(B::cross_slot_scripts);
+  else return false;
+}
+
 template <class W>
 constexpr bool hands_off() {
   if constexpr (requires { W::hands_off; }) return static_cast<bool>(W::hands_off);
@@ -101,6 +118,49 @@ template <class O>
 constexpr renewal_reader extend_reader() {
   if constexpr (contract::ownership_reads_extend<O>) return &O::read_extend;
   else return &read_extend_reply;
+}
+
+/// The usual reading of a batch extend script's reply: an array of `n`
+/// usual replies (read_extend_reply), one per hold in the order merged.
+/// Any other shape is no verdict for all of them.
+inline std::vector<renewal_verdict> read_extend_replies(const redis::value& v, std::size_t n) {
+  std::vector<renewal_verdict> out(n, renewal_verdict::no_verdict);
+  if (v.type != redis::kind::array || v.elements.size() != n) return out;
+  for (std::size_t i = 0; i < n; ++i) out[i] = read_extend_reply(v.elements[i]);
+  return out;
+}
+
+/// How an ownership's renewals merge into batches: its `extend_batch` and
+/// the reader of that call's reply.
+struct renewal_batching {
+  renewal_merger merge = nullptr;
+  renewal_batch_reader read = nullptr;
+};
+
+/// O's batching, or an empty one (merge null: each hold its own call).
+template <class O>
+constexpr renewal_batching extend_batching() {
+  if constexpr (contract::ownership_extend_batch<O>) {
+    if constexpr (contract::ownership_reads_extend_batch<O>) return {&O::extend_batch, &O::read_extend_batch};
+    else return {&O::extend_batch, &read_extend_replies};
+  } else {
+    return {};
+  }
+}
+
+/// One script call with the keys and arguments of `calls` in order, each
+/// call's keys then its arguments appended: what an `extend_batch` of an
+/// ownership whose extend_call has one key and a fixed number of arguments
+/// sends to its batch script (KEYS[i] the i-th hold's key; its arguments at
+/// ARGV[(i-1)*k+1 .. i*k], k the number each call has).
+inline script_call merged_call(const redis::script& batch_script, const std::vector<const script_call*>& calls) {
+  script_call out{&batch_script, {}, {}};
+  out.keys.reserve(calls.size());
+  for (auto* c : calls) {
+    out.keys.insert(out.keys.end(), c->keys.begin(), c->keys.end());
+    out.args.insert(out.args.end(), c->args.begin(), c->args.end());
+  }
+  return out;
 }
 
 /// When the lease of a try found won by resolve() can have begun: O's own
@@ -220,6 +280,14 @@ struct read_extend_probe { void read_extend(); };
 template <class T>
 concept has_read_extend = (derivable<T> && !requires { &both<T, read_extend_probe>::read_extend; }) ||
     (!derivable<T> && requires { &T::read_extend; });
+struct extend_batch_probe { void extend_batch(); };
+template <class T>
+concept has_extend_batch = (derivable<T> && !requires { &both<T, extend_batch_probe>::extend_batch; }) ||
+    (!derivable<T> && requires { &T::extend_batch; });
+struct read_extend_batch_probe { void read_extend_batch(); };
+template <class T>
+concept has_read_extend_batch = (derivable<T> && !requires { &both<T, read_extend_batch_probe>::read_extend_batch; }) ||
+    (!derivable<T> && requires { &T::read_extend_batch; });
 struct fence_call_probe { void fence_call(); };
 template <class T>
 concept has_fence_call = (derivable<T> && !requires { &both<T, fence_call_probe>::fence_call; }) ||

@@ -88,7 +88,7 @@ class renewing {
   template <class O>
   void start(const std::shared_ptr<detail::hold_record>& rec, const O& ownership) {
     lease_.start(rec, ownership);
-    renewals_.add(rec, ownership.extend_call(*rec), period_, detail::extend_reader<O>());
+    renewals_.add(rec, ownership.extend_call(*rec), period_, detail::extend_reader<O>(), detail::extend_batching<O>());
   }
   /// Stops renewing `rec`; its loss deadline is still watched.
   void pause(const detail::hold_record* rec) { renewals_.remove(rec); }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <dlock/error.hpp>
 #include <dlock/redis/error_code.hpp>
@@ -86,5 +87,12 @@ enum class renewal_verdict {
 /// How a renewal's reply reads: one function per ownership, so that the
 /// engine that batches renewals of many ownerships never reads a reply.
 using renewal_reader = renewal_verdict (*)(const redis::value&);
+
+/// Many holds' renewals as one script call (an ownership's `extend_batch`):
+/// made from their own extend_calls, all with the same script.
+using renewal_merger = script_call (*)(const std::vector<const script_call*>&);
+/// How such a call's reply reads: one verdict per hold, in the order of
+/// the calls merged (an ownership's `read_extend_batch`).
+using renewal_batch_reader = std::vector<renewal_verdict> (*)(const redis::value&, std::size_t);
 
 }  // namespace dlock

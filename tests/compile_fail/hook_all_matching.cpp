@@ -13,3 +13,8 @@ struct Hooks {
   std::string server_reply() const;
 };
 static_assert(lock_named<dlock::ownership::Token, HookedWait<Hooks>>);
+// An ownership's optional hooks, each as it should be.
+struct Batching : dlock::ownership::Token {
+  static std::vector<dlock::renewal_verdict> read_extend_batch(const dlock::redis::value&, std::size_t);
+};
+static_assert(lock_named<Batching, dlock::wait::Spin>);

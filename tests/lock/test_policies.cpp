@@ -91,6 +91,105 @@ TEST_CASE("one round trip renews many held locks", "[watchdog]") {
   CHECK(renewals.size() == 0);
 }
 
+namespace {
+
+// Holds `n` locks of ownership O (Watchdog, `lease`) named prefix0..n-1 on
+// one backend, for the batch tests below.
+template <class O>
+struct held_locks {
+  using L = dlock::Lock<dlock::RedisBackend, O, r::Watchdog, w::Spin>;
+  std::vector<std::unique_ptr<L>> locks;
+  std::vector<typename L::hold_type> holds;
+  held_locks(dlock::RedisBackend& b, const std::string& prefix, int n, std::chrono::milliseconds lease) {
+    for (int i = 0; i < n; ++i) {
+      locks.push_back(std::make_unique<L>(b, prefix + std::to_string(i), O{}, r::Watchdog{lease}));
+      holds.push_back(locks.back()->acquire());
+    }
+  }
+};
+
+// Renewals of `n` held O locks over about two periods: what the client sent
+// (script calls, holds renewed) and the scripts the server ran.
+struct renewal_counts {
+  std::size_t calls = 0, renewed = 0;
+  long long scripts = 0;
+};
+// Each count starts just after a round of renewals went out, when its
+// replies are likely in: the client counts a call when it sends it and the
+// server when it runs it, and a round between the two would count on one
+// side only.
+template <class S>
+renewal_counts count_renewals(S& renewals, const redis_server& server, std::chrono::milliseconds d) {
+  auto after_a_round = [&] {
+    auto round = renewals.batches_sent();
+    dlock::test::wait_until([&] { return renewals.batches_sent() > round; });
+    std::this_thread::sleep_for(scaled(30ms));
+  };
+  after_a_round();
+  auto calls = renewals.calls_sent(), sent = renewals.renewals_sent();
+  auto scripts = script_calls(server);
+  std::this_thread::sleep_for(d);
+  after_a_round();
+  return {renewals.calls_sent() - calls, renewals.renewals_sent() - sent, script_calls(server) - scripts};
+}
+
+// Whether the server ran the calls the client sent (one round of `round`
+// calls may still fall on one side only on a loaded machine) and nothing
+// else.
+bool ran_what_was_sent(const renewal_counts& c, std::size_t round) {
+  auto sent = static_cast<long long>(c.calls), slack = static_cast<long long>(round);
+  return c.scripts >= sent - slack && c.scripts <= sent + slack;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("held locks renew up to 100 per script call, and each lost lock is its own", "[watchdog]",
+                   o::ReentrantHash, o::Token) {
+  private_redis redis;
+  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  REQUIRE(renewals.batch_limit() == 100);
+  const auto lease = scaled(900ms);
+  held_locks<TestType> held(redis.backend, "batch:", 250, lease);
+  auto c = count_renewals(renewals, redis.server, lease * 2 / 3 + lease / 6);  // two periods and a half
+  CHECK(c.renewed >= 500);           // every lock at least twice
+  CHECK(c.calls * 50 <= c.renewed);  // up to 100 per call: 3 calls a round, or a few more when split in time
+  CHECK(ran_what_was_sent(c, 3));  // the server ran each call once (3 a round), and nothing else
+  // Two locks go wrong: one key deleted, one overwritten by a value of
+  // another type (the hash ownership's HEXISTS would fail on it; the batch
+  // script reads it as not ours instead of failing the whole call).
+  redis.server.command({"DEL", "batch:17"});
+  redis.server.command({"SET", "batch:204", "someone else's"});
+  CHECK(dlock::test::wait_until([&] { return held.holds[17].lost() && held.holds[204].lost(); }, lease));
+  c = count_renewals(renewals, redis.server, lease);  // three more periods
+  CHECK(c.calls * 50 <= c.renewed);
+  for (int i = 0; i < 250; ++i) {
+    if (i == 17 || i == 204) continue;
+    INFO("lock " << i);
+    CHECK_FALSE(held.holds[static_cast<std::size_t>(i)].lost());
+    CHECK(pttl(redis.server, "batch:" + std::to_string(i)) > lease.count() / 3);  // renewed within a period
+  }
+  CHECK(redis.server.command({"GET", "batch:204"}) == "someone else's");  // not ours: left as it is
+  held.holds.clear();
+  CHECK(renewals.size() == 0);
+  for (int i = 0; i < 250; ++i)
+    if (i != 204) CHECK(redis.server.command({"EXISTS", "batch:" + std::to_string(i)}) == "0");
+}
+
+TEST_CASE("with a batch limit of 1 each held lock sends its own extend script", "[watchdog]") {
+  private_redis redis;
+  auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();
+  renewals.batch_limit(1);
+  const auto lease = scaled(600ms);
+  held_locks<o::ReentrantHash> held(redis.backend, "alone:", 20, lease);
+  auto c = count_renewals(renewals, redis.server, lease * 2 / 3 + lease / 6);
+  CHECK(c.renewed >= 40);
+  CHECK(c.calls == c.renewed);
+  CHECK(ran_what_was_sent(c, 20));
+  for (int i = 0; i < 20; ++i) CHECK(pttl(redis.server, "alone:" + std::to_string(i)) > 0);
+  renewals.batch_limit(0);  // at least 1
+  CHECK(renewals.batch_limit() == 1);
+}
+
 TEST_CASE("a lock taken and released over and over does not wake the renewal timer per hold", "[watchdog]") {
   private_redis redis;
   auto& renewals = redis.backend.use_service<dlock::detail::renewal_service<dlock::RedisBackend>>();

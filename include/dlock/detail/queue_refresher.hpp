@@ -84,7 +84,7 @@ class queue_refresher {
         return O::refresh_call(line.front()->name, waiters, line.front()->sharded);
       else return O::refresh_call(line.front()->name, waiters);
     }
-    static reading reader(const item&) { return {}; }
+    static reading reader(const std::vector<const item*>&) { return {}; }
     static std::vector<renewal_verdict> read(reading, const redis::value& v, std::size_t n) {
       return O::read_refresh(v, n);
     }

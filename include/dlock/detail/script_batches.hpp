@@ -22,9 +22,12 @@ namespace dlock::detail {
 /// - `record`: the record type the entries are kept for;
 /// - `item`: what an entry sends (its script, or its part of one);
 /// - `grouped` and `group_of(item)`: whether entries of one group share one
-///   script (the refreshes of one lock's waiters) or each sends its own;
+///   script (the refreshes of one lock's waiters, the renewals of one
+///   ownership's holds on one slot) or each sends its own; an empty group
+///   sends alone. A group holds at most `limit()` entries (0: no limit);
+///   more are split into several calls;
 /// - `call(items)`: the script for a group (or one entry);
-/// - `reading`, `reader(item)` and `read(reading, reply, n)`: how a reply
+/// - `reading`, `reader(items)` and `read(reading, reply, n)`: how a reply
 ///   reads, as one renewal_verdict per entry of its group; the reading is
 ///   taken when the batch is sent;
 /// - `keep(record)`: whether an entry is still worth sending (the watchdog
@@ -80,8 +83,14 @@ class script_batches {
   /// Round trips sent so far, and entries sent in them.
   std::size_t batches_sent() const { return impl_->batches.load(); }
   std::size_t entries_sent() const { return impl_->sent.load(); }
+  /// Script calls sent so far (a round trip carries one per group).
+  std::size_t calls_sent() const { return impl_->calls_out.load(); }
   /// Times its timer loop has stepped (see timer_loop::steps).
   std::size_t steps() const { return impl_->steps(); }
+  /// At most `n` entries per script call from the next batch on (0: no
+  /// limit; 1: every entry its own call).
+  void limit(std::size_t n) { impl_->limit = n; }
+  std::size_t limit() const { return impl_->limit.load(); }
 
  private:
   // One entry in a sent script: whose (its verdict has the same index).
@@ -99,7 +108,8 @@ class script_batches {
     using timer_loop<entry>::m, timer_loop<entry>::stopped, timer_loop<entry>::entries;
 
     B& backend;
-    std::atomic<std::size_t> batches{0}, sent{0};
+    std::atomic<std::size_t> batches{0}, sent{0}, calls_out{0};
+    std::atomic<std::size_t> limit{0};
 
     steady::time_point step() override {
       send_due();
@@ -118,7 +128,8 @@ class script_batches {
       if (!this->any_due(now)) return;
       std::vector<sent_group> groups;
       std::vector<std::vector<const item*>> items;
-      std::map<std::string, std::size_t, std::less<>> by_group;
+      std::map<std::string, std::size_t, std::less<>> by_group;  // a group's call still open to more
+      const std::size_t most = limit.load();
       for (auto it = entries.begin(); it != entries.end();) {
         auto& [key, e] = *it;
         if (auto rec = e.rec.lock(); !rec || !Traits::keep(*rec)) {
@@ -128,11 +139,14 @@ class script_batches {
         if (e.next_due <= now + e.period / 2) {
           std::size_t at = groups.size();
           if constexpr (Traits::grouped) {
-            auto [where, fresh] = by_group.try_emplace(Traits::group_of(e.what), groups.size());
-            at = where->second;
+            if (const auto& g = Traits::group_of(e.what); !g.empty()) {
+              auto [where, fresh] = by_group.try_emplace(g, groups.size());
+              if (!fresh && most && items[where->second].size() >= most) where->second = groups.size();  // full: a new call
+              at = where->second;
+            }
           }
           if (at == groups.size()) {
-            groups.push_back(sent_group{{}, Traits::reader(e.what)});
+            groups.emplace_back();
             items.emplace_back();
           }
           groups[at].members.push_back(sent_entry{key, e.rec});
@@ -144,11 +158,13 @@ class script_batches {
       if (groups.empty()) return;
       std::vector<script_call> calls;
       calls.reserve(groups.size());
-      for (auto& list : items) {
-        calls.push_back(Traits::call(list));
-        sent += list.size();
+      for (std::size_t c = 0; c < items.size(); ++c) {
+        calls.push_back(Traits::call(items[c]));
+        groups[c].reading = Traits::reader(items[c]);
+        sent += items[c].size();
       }
       ++batches;
+      calls_out += items.size();
       // One round trip; a script the connection has not loaded yet is
       // loaded in the same pipeline (at a slow link, an extra NOSCRIPT
       // round trip could outlast a lease).

@@ -106,6 +106,9 @@ using detail::cluster_subscribe;
 class ClusterBackend {
  public:
   using executor_type = boost::asio::any_io_executor;  ///< the type of get_executor()
+  /// A script goes to its first key's master, and Redis refuses one whose
+  /// keys lie in several slots (CROSSSLOT): the watchdog batches per slot.
+  static constexpr bool cross_slot_scripts = false;
 
   /// Parses `url` (see redis::parse_cluster_url), starts a private I/O
   /// thread and reads the slot map from the first seed that answers.

@@ -56,6 +56,9 @@ using detail::split_acknowledged;
 class RedisBackend {
  public:
   using executor_type = redis::asio::any_io_executor;  ///< the type of get_executor()
+  /// One server holds every key, so one script may name keys of any slots
+  /// (the watchdog renews many locks per script call).
+  static constexpr bool cross_slot_scripts = true;
 
   /// Parses `url` (see redis::parse_url), starts a private I/O thread and
   /// connects. Throws std::system_error when the URL is malformed

@@ -174,6 +174,27 @@ return 0
     return s;
   }
 
+  /// extend_script() for many holds in one call (the watchdog's batch).
+  /// KEYS[i] the i-th lock; ARGV[2i-1] its lease ms, ARGV[2i] its owner
+  /// field. An array with each lock's 1 (extended) or 0 (gone or
+  /// another's). A key that is not a hash reads as not ours rather than
+  /// failing the whole call.
+  static const redis::script& extend_batch_script() {
+    static const redis::script s(R"lua(
+local out = {}
+for i = 1, #KEYS do
+  if redis.pcall('HEXISTS', KEYS[i], ARGV[2 * i]) == 1 then
+    redis.call('PEXPIRE', KEYS[i], ARGV[2 * i - 1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+)lua");
+    return s;
+  }
+
   /// One try: acquire_script() (with WAIT behind it on an acknowledging
   /// backend). Won or re-entered: the lease counts from the send, and with
   /// fencing `rec.fence` is set unless the hold has one. Lost: held_for is
@@ -251,6 +272,12 @@ return 0
   /// The watchdog's renewal of this hold: extend_script() with its lease and field.
   script_call extend_call(const ext::hold_record& rec) const {
     return {&extend_script(), {rec.name}, {std::to_string(rec.lease.count()), rec.owner}};
+  }
+
+  /// Several holds' extend_call()s as one extend_batch_script() call; its
+  /// reply reads as ext::read_extend_replies.
+  static script_call extend_batch(const std::vector<const script_call*>& calls) {
+    return ext::merged_call(extend_batch_script(), calls);
   }
 };
 

@@ -93,6 +93,26 @@ return 0
     return s;
   }
 
+  /// extend_script() for many holds in one call (the watchdog's batch).
+  /// KEYS[i] the i-th lock; ARGV[2i-1] its token, ARGV[2i] its lease ms.
+  /// An array with each lock's 1 (extended) or 0 (not ours). A key that is
+  /// not a string (someone else's, of another type) reads as not ours
+  /// rather than failing the whole call.
+  static const redis::script& extend_batch_script() {
+    static const redis::script s(R"lua(
+local out = {}
+for i = 1, #KEYS do
+  if redis.pcall('GET', KEYS[i]) == ARGV[2 * i - 1] then
+    out[i] = redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
+  else
+    out[i] = 0
+  end
+end
+return out
+)lua");
+    return s;
+  }
+
   /// The acquire with fencing tokens: `SET NX` and, on a win, the next
   /// token from the counter, in one script. KEYS[1] lock, KEYS[2] fence
   /// counter; ARGV[1] token, ARGV[2] lease ms (0: none), ARGV[3] counter
@@ -234,6 +254,12 @@ return 0
   /// The watchdog's renewal of this hold: extend_script() with its token and lease.
   script_call extend_call(const ext::hold_record& rec) const {
     return {&extend_script(), {rec.name}, {rec.owner, std::to_string(rec.lease.count())}};
+  }
+
+  /// Several holds' extend_call()s as one extend_batch_script() call; its
+  /// reply reads as ext::read_extend_replies.
+  static script_call extend_batch(const std::vector<const script_call*>& calls) {
+    return ext::merged_call(extend_batch_script(), calls);
   }
 };
 
