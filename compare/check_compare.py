@@ -344,6 +344,8 @@ def main():
         for x in runs:
             if x["errors"] or not x["cycles"] > 0 or not x["fewest"] <= x["most"]:
                 fail(f"{c['name']}: contention with {x['workers']} workers looks wrong: {x}")
+            if not (x["commands_per_acquisition"] > 0 and x["server_cpu_us_per_acquisition"] > 0):
+                fail(f"{c['name']}: no server cost with {x['workers']} workers: {x}")
             # Owner-checked designs must exclude: no overlapping holds, no lost update.
             if c["ownership"] in ("token", "hash", "queue") and (x["overlaps"] or x["lost_updates"]):
                 fail(f"{c['name']}: {x['overlaps']} overlaps, {x['lost_updates']} lost updates with {x['workers']} workers")

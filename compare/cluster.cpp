@@ -103,13 +103,6 @@ struct cluster_counts {
   std::int64_t master_commands = 0, bus_messages = 0;
 };
 
-// A number of an INFO (or CLUSTER INFO) text: "field:value"; 0 if absent.
-double info_number(const std::string& text, const std::string& field) {
-  auto at = text.find(field + ":");
-  if (at == std::string::npos) return 0;
-  return std::stod(text.substr(at + field.size() + 1));
-}
-
 cluster_counts count(test::redis_cluster& c, const std::vector<std::size_t>& masters) {
   cluster_counts k;
   for (auto m : masters) k.master_commands += total_calls(c.node(m).command({"INFO", "commandstats"}));

@@ -31,11 +31,23 @@ std::vector<std::string_view> words(std::string_view line) {
   return out;
 }
 
-std::int64_t commands_run(RedisBackend& redis) {
-  return total_calls(redis.command(redis::request().push("INFO", "commandstats")).str);
+// The commands the server has run so far, and its CPU time.
+struct server_totals {
+  std::int64_t commands = 0;
+  double cpu_us = 0;
+};
+server_totals totals_of(RedisBackend& redis) {
+  auto text = redis.command(redis::request().push("INFO", "cpu", "commandstats")).str;
+  return {total_calls(text), (info_number(text, "used_cpu_user") + info_number(text, "used_cpu_sys")) * 1e6};
 }
 
 }  // namespace
+
+double info_number(const std::string& text, const std::string& field) {
+  auto at = text.find(field + ":");
+  if (at == std::string::npos) return 0;
+  return std::stod(text.substr(at + field.size() + 1));
+}
 
 std::int64_t total_calls(const std::string& text) {
   std::int64_t total = 0;
@@ -50,7 +62,7 @@ contention_result contend(RedisBackend& redis, const std::string& name, const st
                           const std::string& counter, int workers, run_times times, const launch_fn& launch,
                           double ping_us) {
   redis.command(redis::request().push("SET", counter, 0));
-  auto before = commands_run(redis);
+  auto before = totals_of(redis);
   auto start = test::monotonic_ns() + std::chrono::nanoseconds(times.start_delay).count();
   auto duration = std::chrono::nanoseconds(times.duration).count();
   std::vector<std::unique_ptr<test::child_process>> children;
@@ -66,15 +78,18 @@ contention_result contend(RedisBackend& redis, const std::string& name, const st
     auto e = collect(out, lock, cycles, history);
     errors.insert(errors.end(), e.begin(), e.end());
   }
-  auto after = commands_run(redis);
+  auto after = totals_of(redis);
   auto v = redis.command(redis::request().push("GET", counter));
   auto r = summarize(workers, duration, std::move(cycles), history, v.is_null() ? 0 : std::stoll(v.str), ping_us);
   r.errors = errors.size();
   for (std::size_t i = 0; i < errors.size() && i < 3; ++i) std::fprintf(stderr, "  %s: %s\n", name.c_str(), errors[i].c_str());
   // The INFO that took `before` counts in `after`; the critical section is two commands.
-  if (r.cycles)
+  if (r.cycles) {
+    const auto n = static_cast<double>(r.cycles);
     r.commands_per_acquisition =
-        static_cast<double>(after - before - 1 - 2 * static_cast<std::int64_t>(r.cycles)) / static_cast<double>(r.cycles);
+        static_cast<double>(after.commands - before.commands - 1 - 2 * static_cast<std::int64_t>(r.cycles)) / n;
+    r.server_cpu_us_per_acquisition = (after.cpu_us - before.cpu_us) / n;
+  }
   return r;
 }
 

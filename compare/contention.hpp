@@ -149,6 +149,9 @@ contention_result contend(RedisBackend& redis, const std::string& name, const st
 /// script.
 std::int64_t total_calls(const std::string& info_commandstats);
 
+/// A number of an INFO (or CLUSTER INFO) text, "field:value"; 0 if absent.
+double info_number(const std::string& text, const std::string& field);
+
 /// What the parent computes from the merged cycles of one run.
 contention_result summarize(int workers, std::int64_t duration_ns, std::vector<cycle> cycles,
                             const test::hold_history& history, std::int64_t counter, double ping_us);

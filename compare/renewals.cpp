@@ -8,6 +8,7 @@
 #include <dlock/detail/renewal_service.hpp>
 #include <dlock/dlock.hpp>
 
+#include "contention.hpp"
 #include "report.hpp"
 #include "report_format.hpp"
 
@@ -39,7 +40,7 @@ server_work work_of(RedisBackend& info) {
     if (at != std::string::npos) w.script_us += field(text.substr(at), ",usec=");
   }
   w.pexpires = static_cast<long long>(field(text, "cmdstat_pexpire:calls="));
-  w.cpu_us = (field(text, "used_cpu_user:") + field(text, "used_cpu_sys:")) * 1e6;
+  w.cpu_us = (info_number(text, "used_cpu_user") + info_number(text, "used_cpu_sys")) * 1e6;
   return w;
 }
 
@@ -85,7 +86,7 @@ renewal_row held_locks(RedisBackend& info, const std::string& url, const std::st
   row.locks = n;
   row.idle_cpu_us_per_s = idle_cpu_per_s(info, std::chrono::seconds(1));
   RedisBackend backend(url);  // a renewal service of its own
-  auto& renewals = backend.use_service<detail::renewal_service<RedisBackend>>();
+  auto& renewals = backend.use_service<dlock::detail::renewal_service<RedisBackend>>();
   std::vector<std::unique_ptr<Lock<>>> locks;
   std::vector<Lock<>::hold_type> holds;
   locks.reserve(static_cast<std::size_t>(n));
@@ -117,7 +118,7 @@ renewals_result run_renewals(RedisBackend& info, const std::string& url, const s
                              const std::vector<int>& held, int pairs) {
   renewals_result r;
   r.timeout = std::chrono::seconds(3);
-  r.batch_limit = detail::renewal_service<RedisBackend>::default_batch_limit;
+  r.batch_limit = dlock::detail::renewal_service<RedisBackend>::default_batch_limit;
   for (int n : held) r.rows.push_back(held_locks(info, url, prefix, n, pairs, r.timeout, r.batch_limit));
   return r;
 }

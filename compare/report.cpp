@@ -72,7 +72,7 @@ std::string row_line(const combination_result& r, std::size_t name_w, std::size_
     }
     out += " | " + fmt("%2.0f", c->workers) + fmt("  %8.0f", c->cycles_per_s) + fmt("  %11.0f", c->handoffs_per_s) +
            (c->handoff.samples ? fmt("  %17.2f", c->handoff.p50_us / ping) : std::string(19, ' ').replace(18, 1, "-")) +
-           fmt("  %8.1f", c->commands_per_acquisition) + "  " +
+           fmt("  %8.1f", c->commands_per_acquisition) + fmt("  %10.1f", c->server_cpu_us_per_acquisition) + "  " +
            padded(std::to_string(c->most) + "-" + std::to_string(c->fewest), 11) + " | " +
            fmt("%8.0f", static_cast<double>(overlaps)) + fmt("  %4.0f", static_cast<double>(lost));
   }
@@ -138,7 +138,7 @@ std::string table(const environment& env, const std::vector<combination_result>&
   name_w = std::max(name_w, ref.row.name.size());
   rep_w = std::max(rep_w, ref.row.reproduces.size());
   out += padded("combination", name_w) + "  " + padded("reproduces", rep_w) +
-         "  cycle p50/PING  p99/PING |  W  cycles/s  hand-offs/s  hand-off p50/PING  cmds/acq  most-fewest | overlaps  lost\n";
+         "  cycle p50/PING  p99/PING |  W  cycles/s  hand-offs/s  hand-off p50/PING  cmds/acq  srv us/acq  most-fewest | overlaps  lost\n";
   for (auto& r : rows) out += row_line(r, name_w, rep_w, ping);
   if (ref.skipped.empty()) out += row_line(ref.row, name_w, rep_w, ping);
   out += against(rows, ref);
@@ -148,7 +148,8 @@ std::string table(const environment& env, const std::vector<combination_result>&
          "and the median of the per-pair ratios is shown. W workers over two processes run the inventory's\n"
          "GET + SET under the lock; hand-offs/s: acquisitions by a worker other than the previous holder;\n"
          "hand-off: a release's reply to another worker's acquire reply; cmds/acq: commands the server ran\n"
-         "per acquisition besides the GET and SET (a script's own commands count); overlaps and lost\n"
+         "per acquisition besides the GET and SET (a script's own commands count); srv us/acq: the server's\n"
+         "CPU time (INFO cpu) per acquisition, its networking and the GET and SET included; overlaps and lost\n"
          "updates: over every W. redis-py/Lock: redis-py's Lock (30 s timeout, its default 0.1 s sleep\n"
          "between tries) through the same phases, from Python threads.\n";
   if (faults.empty()) return out;

@@ -40,6 +40,10 @@ struct contention_result {
   /// script counts with every command it runs, and the workers' connects
   /// and health checks count too.
   double commands_per_acquisition = 0;
+  /// The server's CPU time (INFO cpu, user + sys) over the run per
+  /// acquisition: its networking included, the critical section's two
+  /// commands and the workers' connects too.
+  double server_cpu_us_per_acquisition = 0;
   std::size_t overlaps = 0;     ///< holds that began before the previous one ended
   long long lost_updates = 0;   ///< cycles minus the counter's final value
   std::size_t errors = 0;       ///< failed operations reported by workers

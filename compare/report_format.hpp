@@ -57,6 +57,7 @@ inline std::string contention_json(const contention_result& c, double ping_us) {
          ", \"handoff\": " + latency_json(c.handoff, ping_us) + ", \"most\": " + std::to_string(c.most) +
          ", \"fewest\": " + std::to_string(c.fewest) +
          ", \"commands_per_acquisition\": " + number(c.commands_per_acquisition) +
+         ", \"server_cpu_us_per_acquisition\": " + number(c.server_cpu_us_per_acquisition) +
          ", \"overlaps\": " + std::to_string(c.overlaps) + ", \"lost_updates\": " + std::to_string(c.lost_updates) +
          ", \"errors\": " + std::to_string(c.errors) + "}";
 }
