@@ -66,7 +66,8 @@ class lease {
 
 /// As `lease`, and extends the key every `period()` of the policy with the
 /// ownership's owner-checked `extend_call` (renewal::Watchdog). One timer
-/// per backend renews every hold due, in one pipelined round trip
+/// per backend renews every hold due, in one pipelined round trip, many
+/// holds per script call when the ownership has `extend_batch`
 /// (detail::renewal_service). After pause() or end() returns, no extension
 /// of that hold is queued on the backend's connection after any command the
 /// caller sends next on it (a blocking release goes on a connection of its

@@ -12,7 +12,9 @@ namespace dlock::renewal {
 /// Keeps the lock while its holder lives: the key gets `timeout` (30 s by
 /// default, Redisson's lockWatchdogTimeout) and one timer per backend renews
 /// every held lock every `timeout / 3` (10 s), all in one round trip, with
-/// an owner-checked script. Renewal stops before release is sent, when the
+/// an owner-checked script (up to 100 locks per script call when the
+/// ownership has `extend_batch`, as Token and ReentrantHash do; per slot on
+/// a cluster). Renewal stops before release is sent, when the
 /// hold or the lock object is destroyed, and when a renewal finds the lock
 /// gone (the hold is then marked lost and its loss callbacks run). A crashed
 /// holder's lock frees within one timeout.
