@@ -110,6 +110,18 @@ std::error_code error_of(std::future<T> f) {
   return {};
 }
 
+/// The std::system_error code that constructing a lock of type L on
+/// `backend` with `renewal` (and a 10 ms Spin) throws, or none.
+template <class L, class B>
+std::error_code construction_error(B& backend, typename L::renewal_type renewal) {
+  try {
+    L lock(backend, "limits", {}, std::move(renewal), dlock::wait::Spin{std::chrono::milliseconds(10)});
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
 /// The lock_worker program built beside the tests.
 std::string worker_path();
 

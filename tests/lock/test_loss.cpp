@@ -50,18 +50,6 @@ struct stamp {
   steady::time_point get() const { return steady::time_point(steady::duration(ns.load())); }
 };
 
-// The std::system_error code that constructing a lock of type L with
-// `renewal` throws, or none.
-template <class L>
-std::error_code construction_error(dlock::RedisBackend& redis, typename L::renewal_type renewal) {
-  try {
-    L lock(redis, "limits", {}, std::move(renewal), w::Spin{10ms});
-  } catch (const std::system_error& e) {
-    return e.code();
-  }
-  return {};
-}
-
 }  // namespace
 
 // The holder talks through the proxy; the rival straight to the server and
@@ -181,19 +169,19 @@ TEMPLATE_TEST_CASE("a renewal confirmed after the signal does not revive the hol
 TEST_CASE("the shortest leases the default margin leaves room for", "[lease][limits]") {
   private_redis redis;
   // FixedLease: margin 5 ms + 1% (rounded up) must be shorter than the lease.
-  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{6ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{7ms}) == std::error_code{});
+  CHECK(dlock::test::construction_error<TokenFixed>(redis.backend, r::FixedLease{6ms}) == dlock::error::invalid_lease);
+  CHECK(dlock::test::construction_error<TokenFixed>(redis.backend, r::FixedLease{7ms}) == std::error_code{});
   // Watchdog: the margin may take at most a third of the timeout.
-  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{17ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{18ms}) == std::error_code{});
+  CHECK(dlock::test::construction_error<TokenWatchdog>(redis.backend, r::Watchdog{17ms}) == dlock::error::invalid_lease);
+  CHECK(dlock::test::construction_error<TokenWatchdog>(redis.backend, r::Watchdog{18ms}) == std::error_code{});
   // Without a margin, the shortest timeout whose renewal period (a third)
   // is not 0 ms: 3 ms (2 ms passed, and renewed with no pause at all).
-  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{2ms, {0.0, 0ms}}) == dlock::error::invalid_lease);
-  CHECK(construction_error<TokenWatchdog>(redis.backend, r::Watchdog{3ms, {0.0, 0ms}}) == std::error_code{});
+  CHECK(dlock::test::construction_error<TokenWatchdog>(redis.backend, r::Watchdog{2ms, {0.0, 0ms}}) == dlock::error::invalid_lease);
+  CHECK(dlock::test::construction_error<TokenWatchdog>(redis.backend, r::Watchdog{3ms, {0.0, 0ms}}) == std::error_code{});
   // A bad margin is a bad argument.
-  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{1s, {1.5, 5ms}}) ==
+  CHECK(dlock::test::construction_error<TokenFixed>(redis.backend, r::FixedLease{1s, {1.5, 5ms}}) ==
         dlock::error::invalid_argument);
-  CHECK(construction_error<TokenFixed>(redis.backend, r::FixedLease{1s, {0.01, -1ms}}) ==
+  CHECK(dlock::test::construction_error<TokenFixed>(redis.backend, r::FixedLease{1s, {0.01, -1ms}}) ==
         dlock::error::invalid_argument);
   // The message names the limit.
   std::string message = make_error_code(dlock::error::invalid_lease).message();

@@ -61,13 +61,7 @@ bool exists(const F& f, const std::string& key) {
 template <class F>
 long long scripts_run(const F& f, const std::string& key) {
   auto info = f.command(key, {"INFO", "commandstats"});
-  long long n = 0;
-  for (std::string c : {"evalsha", "eval"}) {
-    auto field = "cmdstat_" + c + ":calls=";
-    auto at = info.find(field);
-    if (at != std::string::npos) n += std::stoll(info.substr(at + field.size()));
-  }
-  return n;
+  return dlock::test::command_calls_in(info, "evalsha") + dlock::test::command_calls_in(info, "eval");
 }
 
 // Waits until a waiter on `lock`, started when the key's server had run
@@ -388,26 +382,14 @@ TEMPLATE_TEST_CASE("a hold without expiry never signals, and an empty hold's tok
 
 namespace {
 
-// The std::system_error code that constructing a lock of type L with
-// `renewal` throws, or none.
-template <class L, class B>
-std::error_code construction_error(B& backend, typename L::renewal_type renewal) {
-  try {
-    L lock(backend, "limits", {}, std::move(renewal), w::Spin{10ms});
-  } catch (const std::system_error& e) {
-    return e.code();
-  }
-  return {};
-}
-
 template <class F, class O, class R>
 void largest_lease(F& f) {
   using L = lock_on<F, O, R, w::Spin>;
   const std::string name = std::string("far:") + O::policy_name + ":" + R::policy_name;
   CAPTURE(name);
-  CHECK(construction_error<L>(f.backend, R{dlock::max_lease + 1ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<L>(f.backend, R{0ms}) == dlock::error::invalid_lease);
-  CHECK(construction_error<L>(f.backend, R{-1ms}) == dlock::error::invalid_lease);
+  CHECK(dlock::test::construction_error<L>(f.backend, R{dlock::max_lease + 1ms}) == dlock::error::invalid_lease);
+  CHECK(dlock::test::construction_error<L>(f.backend, R{0ms}) == dlock::error::invalid_lease);
+  CHECK(dlock::test::construction_error<L>(f.backend, R{-1ms}) == dlock::error::invalid_lease);
 
   L lock(f.backend, name, {}, R{dlock::max_lease}, w::Spin{10ms});
   auto hold = lock.acquire();

@@ -976,7 +976,10 @@ void redis_cluster::wait_ok(std::chrono::milliseconds limit) const {
 }
 
 long long command_calls(const redis_server& server, const std::string& command) {
-  auto info = server.command({"INFO", "commandstats"});
+  return command_calls_in(server.command({"INFO", "commandstats"}), command);
+}
+
+long long command_calls_in(const std::string& info, const std::string& command) {
   auto key = "cmdstat_" + command + ":calls=";
   auto at = info.find(key);
   if (at == std::string::npos) return 0;

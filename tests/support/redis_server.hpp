@@ -131,6 +131,8 @@ class redis_server {
 /// How often `server` ran `command` (lower case, as INFO commandstats names
 /// it: "evalsha", "subscribe"), 0 if never.
 long long command_calls(const redis_server& server, const std::string& command);
+/// The same, read from an INFO commandstats text (any server's).
+long long command_calls_in(const std::string& info_commandstats, const std::string& command);
 
 
 /// N Sentinel processes watching a master named `master_name`.
