@@ -153,11 +153,6 @@ std::string renewals_json(const renewals_result& r) {
            ", \"script_us_per_lock\": " + number(s.script_us_per_lock()) +
            ", \"cpu_us_per_lock\": " + number(s.cpu_us_per_lock()) + "}";
   };
-  auto list = [](const std::vector<double>& v) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + number(v[i]);
-    return out + "]";
-  };
   std::string out = "{\"timeout_ms\": " + std::to_string(r.timeout.count()) +
                     ", \"batch_limit\": " + std::to_string(r.batch_limit) + ", \"rows\": [";
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
@@ -165,9 +160,9 @@ std::string renewals_json(const renewals_result& r) {
     out += (i ? ",\n    " : "\n    ");
     out += "{\"locks\": " + std::to_string(row.locks) + ", \"batched\": " + side(row.batched) +
            ",\n     \"single\": " + side(row.single) + ", \"script_batched_vs_single\": " +
-           number(median(row.script_pairs)) + ", \"script_pairs\": " + list(row.script_pairs) +
+           number(median(row.script_pairs)) + ", \"script_pairs\": " + number_list(row.script_pairs) +
            ", \"cpu_batched_vs_single\": " + number(median(row.cpu_pairs)) + ", \"cpu_pairs\": " +
-           list(row.cpu_pairs) + ", \"idle_cpu_us_per_s\": " + number(row.idle_cpu_us_per_s) +
+           number_list(row.cpu_pairs) + ", \"idle_cpu_us_per_s\": " + number(row.idle_cpu_us_per_s) +
            ", \"lost\": " + std::to_string(row.lost) + "}";
   }
   return out + "]}";

@@ -133,27 +133,22 @@ std::string cluster_table(const cluster_result& c) {
 }
 
 std::string cluster_json(const cluster_result& c) {
-  auto list = [](const std::vector<double>& v) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + number(v[i]);
-    return out + "]";
-  };
   std::string out = "{\"deployment\": " + quoted(c.deployment) + ",\n    \"rows\": [";
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     auto& r = c.rows[i];
     out += (i ? ",\n      " : "\n      ");
     out += "{\"name\": " + quoted(r.name) + ", \"single\": " + latency_json(r.single, 0) +
            ", \"cluster\": " + latency_json(r.cluster, 0) + ", \"cycle_vs_single\": " + number(median(r.cycle_pairs)) +
-           ", \"cycle_pairs\": " + list(r.cycle_pairs) + ", \"cluster_without_replicas\": " +
+           ", \"cycle_pairs\": " + number_list(r.cycle_pairs) + ", \"cluster_without_replicas\": " +
            latency_json(r.bare_cluster, 0) + ", \"without_replicas_vs_single\": " +
-           number(median(r.bare_cycle_pairs)) + ", \"without_replicas_pairs\": " + list(r.bare_cycle_pairs) +
+           number(median(r.bare_cycle_pairs)) + ", \"without_replicas_pairs\": " + number_list(r.bare_cycle_pairs) +
            ",\n       \"workers\": " + std::to_string(r.workers) +
            ", \"single_contended\": " + contention_json(r.single_contended, 0) +
            ",\n       \"cluster_contended\": " + contention_json(r.cluster_contended, 0) +
            ",\n       \"handoff_rate_vs_single\": " + number(median(r.handoff_rate_pairs)) +
-           ", \"handoff_rate_pairs\": " + list(r.handoff_rate_pairs) +
+           ", \"handoff_rate_pairs\": " + number_list(r.handoff_rate_pairs) +
            ", \"handoff_p50_vs_single\": " + number(median(r.handoff_latency_pairs)) +
-           ", \"handoff_p50_pairs\": " + list(r.handoff_latency_pairs) +
+           ", \"handoff_p50_pairs\": " + number_list(r.handoff_latency_pairs) +
            ", \"cluster_overlaps\": " + std::to_string(r.cluster_overlaps) +
            ", \"cluster_errors\": " + std::to_string(r.cluster_errors) + "}";
   }
@@ -161,11 +156,11 @@ std::string cluster_json(const cluster_result& c) {
   if (c.many) {
     auto& m = *c.many;
     out += "{\"combination\": " + quoted(m.combination) + ", \"workers\": " + std::to_string(m.workers) +
-           ", \"backends\": " + std::to_string(m.backends) + ", \"one_master_per_s\": " + list(m.one_master_per_s) +
-           ", \"three_masters_per_s\": " + list(m.three_masters_per_s) + ", \"three_over_one\": " +
-           number(median(m.pairs)) + ", \"pairs\": " + list(m.pairs) +
-           ", \"one_master_busiest_cpu\": " + list(m.one_master_busiest_cpu) +
-           ", \"three_masters_busiest_cpu\": " + list(m.three_masters_busiest_cpu) +
+           ", \"backends\": " + std::to_string(m.backends) + ", \"one_master_per_s\": " + number_list(m.one_master_per_s) +
+           ", \"three_masters_per_s\": " + number_list(m.three_masters_per_s) + ", \"three_over_one\": " +
+           number(median(m.pairs)) + ", \"pairs\": " + number_list(m.pairs) +
+           ", \"one_master_busiest_cpu\": " + number_list(m.one_master_busiest_cpu) +
+           ", \"three_masters_busiest_cpu\": " + number_list(m.three_masters_busiest_cpu) +
            ", \"errors\": " + std::to_string(m.errors) + "}";
   } else {
     out += "null";

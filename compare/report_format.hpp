@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "report.hpp"
 
@@ -36,6 +37,13 @@ inline std::string quoted(std::string_view s) {
 }
 
 inline std::string number(double v) { return std::isfinite(v) ? fmt("%.3f", v) : "null"; }
+
+/// A JSON array of numbers.
+inline std::string number_list(const std::vector<double>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + number(v[i]);
+  return out + "]";
+}
 
 inline std::string latency_json(const latency& l, double ping_us) {
   std::string out = "{\"p50_us\": " + number(l.p50_us) + ", \"p99_us\": " + number(l.p99_us);
