@@ -3,6 +3,9 @@
 // a lost grant message, and what an uncontended acquire costs.
 #include <catch2/catch.hpp>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -23,6 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 using dlock::test::command_calls;
 using dlock::test::scaled;
+namespace asio = boost::asio;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -259,6 +263,37 @@ TEST_CASE("hand-off: a waiter that cannot leave the line releases a grant that c
                   << "; connections through the proxy: " << proxy.accepted());
   }
   CHECK(released);
+}
+
+TEST_CASE("hand-off: a try that reaches the server after its waiter left does nothing", "[lock][queue]") {
+  // The race of the case above, made certain: the waiter's last try was
+  // sent, its reply never came, the waiter left the line (in the
+  // background), and only then does the try reach the server. It must not
+  // take the free lock for a waiter that is gone.
+  dlock::test::private_redis redis;
+  const o::Queue queue;
+  auto run = [&](auto op) { return asio::co_spawn(redis.backend.get_executor(), std::move(op), asio::use_future).get(); };
+  o::Queue::record rec;
+  rec.name = "late-try";
+  rec.owner = dlock::ext::random_hex(16);
+  rec.lease = scaled(30s);
+  rec.attempt_id = dlock::ext::unique_id();
+  rec.state.join = true;
+  rec.state.entry_ttl = scaled(3s);
+  auto [left_ec, granted] = run(queue.leave(redis.backend, rec));
+  REQUIRE_FALSE(left_ec);
+  CHECK_FALSE(granted);
+  auto [try_ec, at] = run(queue.try_acquire(redis.backend, rec));
+  CHECK(try_ec == asio::error::operation_aborted);  // the late try's answer (nobody reads it)
+  CHECK_FALSE(at.acquired);
+  CHECK_FALSE(exists(redis.backend, rec.name));
+  CHECK(queued(redis.backend, rec.name) == 0);  // nor did it join the line
+  // A new try of the same owner has a new id: the marker does not stop it.
+  rec.attempt_id = dlock::ext::unique_id();
+  auto [again_ec, again] = run(queue.try_acquire(redis.backend, rec));
+  REQUIRE_FALSE(again_ec);
+  CHECK(again.acquired);
+  CHECK(redis.backend.command(dlock::redis::request().push("GET", rec.name)).str == rec.owner);
 }
 
 TEST_CASE("hand-off: an uncontended acquire is one script call, a contended one costs its try", "[lock][queue]") {

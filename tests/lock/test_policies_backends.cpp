@@ -121,7 +121,11 @@ TEMPLATE_TEST_CASE("locks in one slot renew in one script call, locks in many sl
   TestType f;
   using B = typename TestType::backend_type;
   using L = lock_on<TestType, o::ReentrantHash, r::Watchdog, w::Spin>;
-  const auto lease = scaled(450ms);
+  // Long enough that a stall of the machine (CI runs three test processes
+  // on two CPUs) does not cost the locks their leases: that once failed
+  // this test at 450 ms, every lock lost with its key, on a machine busy
+  // compiling. The test counts calls; the watchdog's timing is tested above.
+  const auto lease = scaled(1200ms);
   auto& renewals = f.backend.template use_service<dlock::detail::renewal_service<B>>();
   std::vector<std::string> names;
   for (int i = 0; i < 12; ++i) names.push_back("{batch}:" + std::to_string(i));  // one slot

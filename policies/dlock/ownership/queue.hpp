@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <dlock/ext.hpp>
+#include <dlock/ownership/queue_place.hpp>
 #include <dlock/ownership/token.hpp>
 
 namespace dlock::ownership {
@@ -39,52 +40,8 @@ namespace dlock::ownership {
 /// table enforces. Not reentrant: the same owner acquiring twice fails with
 /// already_held.
 struct Queue : Token {
-  /// What a waiting hold keeps beside its record (hold_state): its place in
-  /// the lock's line of waiters. wait::HandOff's waiter sets how it joins;
-  /// Queue's scripts fill in where it stands.
-  struct place_in_line {
-    bool join = false;    ///< the next try joins the line if it fails (set by the waiter)
-    bool joined = false;  ///< a try that joins was sent: the entry may exist
-    milliseconds entry_ttl{0};  ///< the entry lives this long unless refreshed (set by the waiter)
-    /// How often the entry is refreshed while it waits (set by the waiter;
-    /// the refreshes are batched per backend: ext::queue_refresher).
-    milliseconds refresh{0};
-    /// No grant to this hold can have happened before this moment: the
-    /// send time of the last try whose reply said "queued" (or of the first
-    /// try that joined). A grant's lease is counted from here.
-    ext::steady::time_point since{};
-    /// The arrival number of its stay in the line, from the last "queued"
-    /// reply: a grant message counts only if it names this place (0: none).
-    std::int64_t place = 0;
-
-    /// A batched refresh, sent at `sent`, found this hold's token waiting
-    /// in the line: a grant to it came later. Thread-safe (the refresher
-    /// runs on the backend's I/O thread); never moves the bound back.
-    void note_queued(ext::steady::time_point sent) noexcept {
-      auto t = sent.time_since_epoch().count();
-      auto known = queued_ns_.load(std::memory_order_relaxed);
-      while (t > known && !queued_ns_.compare_exchange_weak(known, t, std::memory_order_release)) {
-      }
-    }
-
-    /// No grant to this hold can have happened before this moment: the
-    /// later of `since` (its own tries) and the last note_queued().
-    ext::steady::time_point queued_since() const noexcept {
-      auto noted = queued_ns_.load(std::memory_order_acquire);
-      return std::max(since, ext::steady::time_point(ext::steady::duration(noted)));
-    }
-
-    /// Out of the line (the lock was won): nothing of this stay counts.
-    void reset() noexcept {
-      join = joined = false;
-      since = {};
-      place = 0;
-      queued_ns_.store(INT64_MIN, std::memory_order_relaxed);
-    }
-
-   private:
-    std::atomic<std::int64_t> queued_ns_{INT64_MIN};  // steady_clock ns: see note_queued
-  };
+  /// What a waiting hold keeps beside its record: its place in the line.
+  using place_in_line = queue_place;
   using hold_state = place_in_line;  ///< each hold's own part of its record: its place in the line
   using record = ext::hold_record_with<place_in_line>;  ///< the record its operations take
 
@@ -112,6 +69,12 @@ struct Queue : Token {
   static std::string queue_key(std::string_view name) { return ext::same_slot_key(name, "queue"); }  ///< the line (a sorted set)
   static std::string entries_key(std::string_view name) { return ext::same_slot_key(name, "queue:entries"); }  ///< the entries (a hash)
   static std::string seq_key(std::string_view name) { return ext::same_slot_key(name, "queue:seq"); }  ///< the arrival counter
+  /// Set by a leave: the try `rec.attempt_id` was given up, so if it reaches
+  /// the server late (sent on a connection that stalled, delivered after
+  /// the leave), it does nothing. Lives as long as the release memory.
+  static std::string cancelled_key(const ext::hold_record& rec) {
+    return ext::same_slot_key(rec.name, "cancelled:" + rec.attempt_id);
+  }
 
   /// The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
   /// KEYS[3] entries; the grant channel is ARGV[channel_arg]. `grant(who)`
@@ -159,14 +122,15 @@ end
 
   /// The try: takes a free lock if no live waiter comes first, or finds it
   /// granted to ARGV[1]; else joins the line if asked. KEYS[1] lock, KEYS[2]
-  /// line, KEYS[3] entries, KEYS[4] arrival counter, KEYS[5] fence counter;
-  /// ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
+  /// line, KEYS[3] entries, KEYS[4] arrival counter, KEYS[5] fence counter,
+  /// KEYS[6] this try's cancellation marker (cancelled_key); ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
   /// failure, ARGV[4] entry ttl ms, ARGV[5] channel, ARGV[6] the listener
   /// (the waiter's backend's id) its grant is published to, ARGV[7] fence
   /// idle ms ("0": none). {1, lease, fencing token or 0} taken now; {2, pttl}
   /// already ours (granted: the grant took no fencing token); {0, pttl,
   /// place} held by another (and, with ARGV[3], this token is in the line at
-  /// arrival number `place`, its entry refreshed; place 0: not in it). @{
+  /// arrival number `place`, its entry refreshed; place 0: not in it); {3, 0}
+  /// cancelled: a leave came first, this try was given up and does nothing. @{
   static const redis::script& acquire_script(bool sharded) { return sharded ? acquire_script<true>() : acquire_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& acquire_script() {
@@ -177,7 +141,8 @@ local idle = tonumber(ARGV[7])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12
    or not idle or idle < 0 or idle > 1e12 then
   return redis.error_reply('ERR dlock: lease out of range')
-end)lua" + prelude(5, Sharded) + std::string(ext::fence_lua) + R"lua(
+end
+if redis.call('EXISTS', KEYS[6]) == 1 then return {3, 0} end)lua" + prelude(5, Sharded) + std::string(ext::fence_lua) + R"lua(
 local function taken()
   if idle > 0 then return {1, lease, next_fence(KEYS[5], idle)} end
   return {1, lease, 0}
@@ -244,13 +209,21 @@ if result == 1 or not holder then hand_on() end
   }
   ///@}
 
-  /// Leaves the line. KEYS[1] lock, KEYS[2] line, KEYS[3] entries; ARGV[1]
-  /// token, ARGV[2] channel. 1: the lock was granted to this token before it
-  /// could leave (it holds it now); 0: it left (and a free lock went on). @{
+  /// Leaves the line. KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4]
+  /// the last try's cancellation marker (cancelled_key); ARGV[1] token,
+  /// ARGV[2] channel, ARGV[3] the marker's ttl ms. 1: the lock was granted
+  /// to this token before it could leave (it holds it now); 0: it left (and
+  /// a free lock went on). Either way the marker is set first, so that the
+  /// last try, if it is still on its way, finds it and does nothing. @{
   static const redis::script& leave_script(bool sharded) { return sharded ? leave_script<true>() : leave_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& leave_script() {
     static const redis::script s(prelude(2, Sharded) + R"lua(
+local marker = tonumber(ARGV[3])
+if not marker or marker < 1 or marker > 1e12 or marker % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: marker ttl out of range')
+end
+redis.call('SET', KEYS[4], '1', 'PX', marker)
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then return 1 end
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -354,7 +327,7 @@ return out
       line.since = sent;
     }
     std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name),
-                                  ext::fence_key(rec.name)};
+                                  ext::fence_key(rec.name), cancelled_key(rec)};
     std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
                                   std::to_string(line.entry_ttl.count()), channel(rec.name),
                                   backend.client_id(), ext::fence_arg(fencing)};
@@ -391,6 +364,8 @@ return out
         }
         co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
       }
+      case 3:  // only a try its own waiter gave up (left after) can read this
+        co_return std::pair{error_code(asio::error::operation_aborted), attempt{}};
       default:
         co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     }
@@ -411,11 +386,14 @@ return out
 
   /// Leaves the line (a wait that timed out, was cancelled or failed), in
   /// the same script that checks for a grant: true when the lock was
-  /// granted first, and is held now.
+  /// granted first, and is held now. The last try is cancelled on the way:
+  /// a try whose reply never came may still be in the network (or in a
+  /// stalled connection's buffers), and if it ran after this leave it could
+  /// take the lock for a waiter that is gone.
   template <class B>
   asio::awaitable<std::pair<error_code, bool>> leave(B& backend, record& rec) const {
-    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name)};
-    std::vector<std::string> args{rec.owner, channel(rec.name)};
+    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), cancelled_key(rec)};
+    std::vector<std::string> args{rec.owner, channel(rec.name), release_memory.ttl()};
     auto [ec, v] = co_await ext::eval(backend, leave_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     ext::note(rec, ec, v);
