@@ -177,9 +177,10 @@ bool floor_cycle::cycle() {
       break;
     case kind::hash: {
       const auto field = token_ + ":1";
-      acquire.push("EVALSHA", ownership::ReentrantHash::acquire_script().sha1(), 2, name_, marker("acquire"), 30000,
-                   field, 10000);
-      release.push("EVALSHA", ownership::ReentrantHash::release_script().sha1(), 2, name_, marker("release"),
+      const auto waiters = ownership::ReentrantHash::waiters_key(name_);
+      acquire.push("EVALSHA", ownership::ReentrantHash::acquire_script().sha1(), 4, name_, marker("acquire"),
+                   "{" + name_ + "}:fence", waiters, 30000, field, 10000, 0);
+      release.push("EVALSHA", ownership::ReentrantHash::release_script().sha1(), 3, name_, marker("release"), waiters,
                    ownership::ReentrantHash::unlock_message, 30000, field, 10000, "0",
                    ownership::ReentrantHash::channel(name_));
       break;

@@ -19,7 +19,7 @@ counts counts_for(const options& o) {
   switch (o.how) {
     case depth::quick: n = {300, 100, 3, {2, 8}, milliseconds(250), milliseconds(200), milliseconds(300), 1}; break;
     case depth::thorough:
-      n = {20000, 5000, 5, {2, 8, 32}, milliseconds(3000), milliseconds(500), milliseconds(2000), 20};
+      n = {20000, 5000, 5, {2, 8, 32, 128}, milliseconds(3000), milliseconds(500), milliseconds(2000), 20};
       break;
     default: n = {3000, 1000, 5, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000), 3}; break;
   }

@@ -9,6 +9,7 @@
 #include <dlock/detail/fencing.hpp>
 #include <dlock/detail/hold_record.hpp>
 #include <dlock/detail/key_slot.hpp>
+#include <dlock/detail/named_wake.hpp>
 #include <dlock/detail/publishing.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/release_memory.hpp>
@@ -90,6 +91,13 @@ using detail::merged_call;  ///< several extend_calls as one call of a batch scr
 
 // Waiting.
 using detail::sleep_until;  ///< a cancellable sleep until a steady time point
+// Named wake-ups: a pub/sub waiter's number in its lock's line, which the
+// release reads to wake one waiter across all clients (wait::PubSub).
+using detail::names_waiters;  ///< whether ownership O names the waiter its release wakes (hold_state named_waiter)
+using detail::named_waiter;   ///< the hold_state of an ownership whose release names the waiter it wakes
+using detail::read_wake;      ///< what a release message asks: wake_kind
+using detail::wake_kind;      ///< one_per_client ("0"), named (a waiter number), none
+using detail::waiter_number;  ///< a random waiter number (decimal; a Java long, never 0 or 1)
 
 // Writing a backend.
 using detail::initiate_through_function;  ///< an Asio operation completed through a std::function callback

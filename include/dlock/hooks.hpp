@@ -210,6 +210,12 @@ template <class O, class B>
 concept ownership_leave = requires(const O& o, B& b, detail::record_t<O>& rec) {
   { o.leave(b, rec) } -> std::same_as<asio::awaitable<std::pair<error_code, bool>>>;
 };
+/// An ownership that names waiters (hold_state named_waiter) takes a
+/// waiter's number out of its line when the waiter gives up.
+template <class O, class B>
+concept ownership_forget_waiter = requires(const O& o, B& b, const detail::record_t<O>& rec, bool owed) {
+  { o.forget_waiter(b, rec, owed) } -> std::same_as<asio::awaitable<error_code>>;
+};
 template <class O>
 concept ownership_refresh = requires(const std::string& name,
                                      const std::vector<std::pair<std::string, milliseconds>>& waiters,

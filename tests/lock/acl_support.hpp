@@ -113,6 +113,13 @@ void exercise_rare_paths(Backend& a, Backend& b, const std::function<void()>& fl
   std::this_thread::sleep_for(400ms);
   CHECK(taker.try_lock());
   taker.unlock();
+  // A pub/sub waiter whose sleeps end by its re-check: its next tries
+  // register its number only if it is not in the line already (LPOS).
+  Lock<Backend> holder(a, "app:recheck");
+  Lock<Backend> rechecking(b, "app:recheck", {}, {}, wait::PubSub{.linger = 2000ms, .recheck = 50ms});
+  auto held = holder.acquire();
+  CHECK_FALSE(rechecking.try_lock_for(300ms));
+  held.release();
   ownership::Token fenced;
   fenced.fencing = fencing_tokens{};
   Lock<Backend, ownership::Token, renewal::FixedLease, wait::Spin> token(a, "app:fenced", fenced);

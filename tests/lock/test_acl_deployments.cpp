@@ -15,6 +15,7 @@
 #include <dlock/backend/cluster.hpp>
 #include <dlock/backend/sentinel.hpp>
 #include <dlock/combinations.hpp>
+#include <support/polling.hpp>
 #include <support/sentinel_deployment.hpp>
 
 #include "acl_support.hpp"
@@ -126,6 +127,10 @@ TEST_CASE("Sentinel: each pair of ownership and wait as docs/acl.md's two users,
       exercise<L>(a, b, {"app:orders:1"});
     });
     exercise_rare_paths(a, b, [&] { REQUIRE(d.master().command({"SCRIPT", "FLUSH"}) == "OK"); });
+    // The pub/sub waits' subscriptions linger after their last waiter (2 s):
+    // their UNSUBSCRIBE counts too.
+    CHECK(dlock::test::wait_until(
+        [&] { return a.subscriber().channel_count() == 0 && b.subscriber().channel_count() == 0; }));
     CHECK(all_refusals() == "");
     std::vector<std::string> stats;
     for (const auto* n : nodes) stats.push_back(commandstats(*n));

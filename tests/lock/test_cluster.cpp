@@ -94,6 +94,12 @@ std::string heard_on_release(dlock::RedisBackend& node, const std::string& chann
   return heard_after(node, channel, [&] { holder.acquire().release(); });
 }
 
+// Waiter numbers in the line of lock `name` (on its master): a waiter
+// registers only once its subscription is up, so it hears the release.
+long long registered(dlock::RedisBackend& master, const std::string& name) {
+  return master.command(dlock::redis::request().push("LLEN", o::ReentrantHash::waiters_key(name))).integer;
+}
+
 template <class F>
 std::error_code thrown_code(F f) {
   try {
@@ -319,7 +325,7 @@ TEST_CASE("Redisson's lock on a cluster and dlock's wake each other's waiters (s
     master.exec(dlock::redis::request().push("HSET", name, "c0ffee:1", 1).push("PEXPIRE", name, 30000));
     ClusterHashPubSub waiter(redis.backend, name, {}, r::Watchdog{scaled(10s)});
     auto waiting = std::async(std::launch::async, [&] { return timed_take(waiter); });
-    REQUIRE(dlock::test::wait_until([&] { return redis.backend.channel_count() == 1; }, scaled(5s)));
+    REQUIRE(dlock::test::wait_until([&] { return registered(master, name) == 1; }, scaled(5s)));
     // Redisson's release, as it goes on the wire on a cluster with sharded
     // pub/sub: the channel passed as a key beside the lock, the publish
     // command as an argument ("SPUBLISH"), the message "0".
@@ -367,7 +373,7 @@ TEST_CASE("classic pub/sub on a cluster (sharded_pubsub false): Redisson's PUBLI
     master.exec(dlock::redis::request().push("HSET", name, "c0ffee:1", 1).push("PEXPIRE", name, 30000));
     ClusterHashPubSub waiter(classic, name, {}, r::Watchdog{scaled(10s)});
     auto waiting = std::async(std::launch::async, [&] { return timed_take(waiter); });
-    REQUIRE(dlock::test::wait_until([&] { return classic.channel_count() == 1; }, scaled(5s)));
+    REQUIRE(dlock::test::wait_until([&] { return registered(master, name) == 1; }, scaled(5s)));
     std::this_thread::sleep_for(scaled(200ms));
     // Redisson's release with classic pub/sub: the key deleted on its
     // master, the message published wherever Redisson's connection is.

@@ -1,6 +1,6 @@
 // Policy behaviour against one real redis-server: batched renewals, expiry
-// after a crash, pub/sub wake-ups counted, lost replies and retried
-// releases. What does not depend on one server runs on every backend
+// after a crash, lost replies and retried releases (pub/sub wake-ups:
+// test_pubsub.cpp). What does not depend on one server runs on every backend
 // fixture (test_policies_backends.cpp, which says what stays here, and why).
 #include <catch2/catch.hpp>
 
@@ -14,7 +14,6 @@
 
 #include <dlock/detail/lease_watch.hpp>
 #include <dlock/detail/renewal_service.hpp>
-#include <dlock/detail/wake_groups.hpp>
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
@@ -50,23 +49,6 @@ void stall_server(const redis_server& s, std::chrono::milliseconds d) {
 // itself: a lock's tries on any connection, the blocking ones included.
 long long script_calls(const redis_server& server) {
   return dlock::test::command_calls(server, "evalsha") + dlock::test::command_calls(server, "eval");
-}
-
-// Waits until a waiter on `lock`, started when `server` had run
-// `scripts_before` scripts (and running nothing else meanwhile but a
-// holder's rare renewals), has tried and, for pub/sub, subscribed: it
-// sleeps now. (Counting the backend's shared connection does not do: a
-// blocking acquire tries on a blocking connection, and the shared one's
-// health PING would be taken for the try.)
-template <class L>
-bool waiter_asleep(const L& lock, const redis_server& server, long long scripts_before) {
-  constexpr bool pubsub = std::is_same_v<typename L::wait_type, w::PubSub>;
-  // PubSub tries, subscribes, and tries again before it sleeps.
-  const long long tries = pubsub ? 2 : 1;
-  return dlock::test::wait_until([&] {
-    return script_calls(server) >= scripts_before + tries &&
-           (!pubsub || dlock::test::numsub(server, o::ReentrantHash::channel(lock.name())) == 1);
-  });
 }
 
 }  // namespace
@@ -237,102 +219,6 @@ TEST_CASE("a killed holder's lock frees within its lease", "[lease][process]") {
     REQUIRE(hold);
     CHECK(std::chrono::steady_clock::now() - killed < lease + lease / 3 + scaled(300ms));
   }
-}
-
-TEST_CASE("pub/sub wakes a waiter long before a spin interval would", "[pubsub]") {
-  private_redis redis;
-  auto& a = redis.backend;
-  auto b = redis.another_backend();
-  const auto spin = scaled(1000ms);
-  auto measure = [&](auto& waiter_lock, auto& holder_lock) {
-    auto hold = holder_lock.acquire();
-    auto before = script_calls(redis.server);
-    auto waiting = std::async(std::launch::async, [&] {
-      auto h = waiter_lock.acquire();
-      return std::chrono::steady_clock::now();
-    });
-    REQUIRE(waiter_asleep(waiter_lock, redis.server, before));  // it has tried and sleeps
-    auto released = std::chrono::steady_clock::now();
-    hold.release();
-    return waiting.get() - released;
-  };
-  WatchdogHash holder(a, "door"), pubsub_waiter(b, "door");
-  auto woken = measure(pubsub_waiter, holder);
-  SpinHash spin_holder(a, "door2", {}, r::Watchdog{}, w::Spin{spin});
-  SpinHash spin_waiter(b, "door2", {}, r::Watchdog{}, w::Spin{spin});
-  auto polled = measure(spin_waiter, spin_holder);
-  WARN("pub/sub woke the waiter after " << std::chrono::duration_cast<std::chrono::microseconds>(woken).count()
-       << " us; a " << spin.count() << " ms spin after "
-       << std::chrono::duration_cast<std::chrono::microseconds>(polled).count() << " us");
-  CHECK(woken < scaled(250ms));
-  CHECK(woken * 3 < polled);
-  // the wait's subscription ended
-  CHECK(dlock::test::wait_until([&] { return b.subscriber().channel_count() == 0; }));
-}
-
-// Acquire-script runs so far: every try of a hash lock runs it once.
-long long evalsha_calls(const redis_server& s) { return dlock::test::command_calls(s, "evalsha"); }
-
-TEST_CASE("a release wakes one pub/sub waiter of a backend, not all of them", "[pubsub]") {
-  private_redis redis;
-  auto waiters_backend = redis.another_backend();
-  constexpr int waiters = 6;
-  WatchdogHash holder(redis.backend, "herd");
-  auto hold = holder.acquire();
-  std::vector<std::unique_ptr<WatchdogHash>> locks;
-  std::vector<std::future<void>> done;
-  for (int i = 0; i < waiters; ++i) locks.push_back(std::make_unique<WatchdogHash>(waiters_backend, "herd"));
-  auto& line = waiters_backend.use_service<dlock::detail::wake_groups<dlock::RedisBackend>>();
-  const auto channel = o::ReentrantHash::channel("herd");
-  for (auto& l : locks)
-    done.push_back(std::async(std::launch::async, [&l] {
-      l->lock();  // each takes the lock once, in turn, and lets it go
-      l->unlock();
-    }));
-  // All of them in line and asleep: each tried, subscribed, tried again.
-  REQUIRE(dlock::test::wait_until([&] { return line.waiting(channel) == waiters; }));
-  REQUIRE(dlock::test::wait_until([&] { return evalsha_calls(redis.server) >= 1 + 2 * waiters; }));
-  std::this_thread::sleep_for(scaled(100ms));
-  auto before = evalsha_calls(redis.server);
-  hold.release();
-  for (auto& f : done) REQUIRE(f.wait_for(scaled(30s)) == std::future_status::ready);
-  // Seven releases (the holder's and each waiter's), and the tries: with
-  // one waiter woken per release, about one try per waiter; waking all of
-  // them would take 6 + 5 + ... + 1 = 21.
-  auto scripts = evalsha_calls(redis.server) - before;
-  auto tries = scripts - (waiters + 1);
-  INFO("tries after the first release: " << tries);
-  CHECK(tries >= waiters);
-  CHECK(tries <= waiters + 4);
-  CHECK(dlock::test::wait_until([&] { return line.waiting(channel) == 0; }));
-  CHECK(dlock::test::wait_until([&] { return waiters_backend.subscriber().channel_count() == 0; }));
-}
-
-TEST_CASE("a pub/sub waiter that leaves with an unused wake passes it to the next", "[pubsub]") {
-  private_redis redis;
-  using groups = dlock::detail::wake_groups<dlock::RedisBackend>;
-  auto& line = redis.backend.use_service<groups>();
-  std::atomic<int> woke_first{0}, woke_second{0};
-  auto join = [&](std::atomic<int>& counter) {
-    return asio::co_spawn(redis.backend.get_executor(), line.join("news", "news", [&counter] { ++counter; }), asio::use_future)
-        .get();
-  };
-  auto [ec1, first] = join(woke_first);
-  auto [ec2, second] = join(woke_second);
-  REQUIRE_FALSE(ec1);
-  REQUIRE_FALSE(ec2);
-  CHECK(redis.server.command({"PUBLISH", "news", "0"}) == "1");  // one subscriber connection
-  REQUIRE(dlock::test::wait_until([&] { return woke_first == 1; }));
-  std::this_thread::sleep_for(scaled(50ms));
-  CHECK(woke_second == 0);  // one message, one wake: the one that waited longest
-  first.reset();            // it leaves without using its wake
-  CHECK(woke_second == 1);  // which passes to the next in line
-  second->consumed();
-  redis.server.command({"PUBLISH", "news", "0"});
-  CHECK(dlock::test::wait_until([&] { return woke_second == 2; }));
-  second.reset();
-  CHECK(line.waiting("news") == 0);
-  CHECK(dlock::test::wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
 }
 
 // Backends whose commands time out after 300 ms (scaled), for lost replies.

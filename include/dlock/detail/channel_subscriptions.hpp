@@ -22,6 +22,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <dlock/error.hpp>
+#include <dlock/redis/error_code.hpp>
 #include <dlock/redis/subscription.hpp>
 
 namespace dlock::detail {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dlock/concepts.hpp>
+#include <dlock/detail/named_wake.hpp>
 
 namespace dlock::detail {
 
@@ -70,6 +71,7 @@ struct policy_checks {
   static_assert(!hook_names::has_read_extend_batch<O> || hook_names::has_extend_batch<O>, "dlock::Lock ownership policy: has read_extend_batch but no extend_batch, so it would never be called");
   static_assert(!hook_names::has_extend_batch<O> || O::owner_checked, "dlock::Lock ownership policy: has extend_batch but is not owner_checked, so nothing would renew with it");
   static_assert(!hook_names::has_fence_call<O> || contract::ownership_fencing<O>, "dlock::Lock ownership policy: its fence_call does not match the hook, so fencing tokens would never be taken; expected a `fencing` member (std::optional<fencing_tokens>) and fence_call(const hold_record&) const returning script_call");
+  static_assert(!names_waiters<O> || contract::ownership_forget_waiter<O, B>, "dlock::Lock ownership policy: its hold_state is a named_waiter but it lacks forget_waiter(backend, const record&, bool owed) const returning asio::awaitable<error_code>, so a waiter that gives up would leave its number in the line");
   static_assert(queues<O>() || !(hook_names::has_leave<O> || hook_names::has_refresh_call<O> || hook_names::has_read_refresh<O>), "dlock::Lock ownership policy: has leave, refresh_call or read_refresh, which only a queueing ownership's line uses, but does not say `static constexpr bool queues = true`, so they would never be called");
 
   // The hand-off: a queueing ownership's line, a handing-off waiter's hooks.

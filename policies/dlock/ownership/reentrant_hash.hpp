@@ -11,8 +11,21 @@ namespace dlock::ownership {
 
 /// Wire-compatible with Redisson's RLock: the lock is a hash at `name`
 /// whose field `<client id>:<thread id>` holds the hold count; release
-/// publishes `0` on `redisson_lock__channel:{name}`. The acquire script
+/// publishes on `redisson_lock__channel:{name}`. The acquire script
 /// answers nil (acquired or re-entered) or the holder's PTTL.
+///
+/// Named wake-ups (with wait::PubSub): a try that fails while its waiter
+/// means to sleep puts the waiter's number (a random decimal, see
+/// ext::waiter_number) at the end of `{name}:waiters`, a list in the lock's
+/// slot. The release takes the first number off the list and publishes it,
+/// so one waiter tries, whichever client it is in, and then publishes
+/// `00`, which Redisson's waiters read as their unlock message (a Java long:
+/// 0) and dlock's ignore. With no number in the list it publishes `0`, as
+/// Redisson does: each dlock client wakes one of its waiters. A waiter that
+/// gives up takes its number out (forget_waiter). The list expires
+/// `waiter_line_life` after it was started, so numbers of waiters that died
+/// do not stay; a waiter woken for nothing is recovered by wait::PubSub's
+/// bounded re-check.
 ///
 /// Differences from Redisson, all on dlock's side of the wire: a release
 /// that finds the key gone still publishes (as Redisson does) but reports
@@ -30,6 +43,18 @@ struct ReentrantHash {
 
   /// The unlock message Redisson's waiters expect.
   static constexpr const char* unlock_message = "0";
+
+  using hold_state = ext::named_waiter;  ///< each hold's own part of its record: its waiter's number and how it registers
+  using record = ext::hold_record_with<ext::named_waiter>;  ///< the record its operations take
+
+  /// How long the line of waiter numbers lives after it was started (60 s):
+  /// numbers of waiters that died do not stay longer. A line that outlives
+  /// it under constant contention starts again, its waiters re-registering
+  /// at their next wake.
+  static constexpr milliseconds waiter_line_life{60000};
+
+  /// The line of waiter numbers (a list), in the lock's cluster slot.
+  static std::string waiters_key(std::string_view name) { return ext::same_slot_key(name, "waiters"); }
 
   /// How long a release remembers its result for a retry (10 s).
   ext::release_memory release_memory;
@@ -60,13 +85,19 @@ struct ReentrantHash {
   /// The acquire: a free lock becomes a hash with this owner's count at 1,
   /// one this owner holds gets 1 more, and either way the lease is reset;
   /// a lock held by another is left alone.
-  /// KEYS[1] lock, KEYS[2] acquire marker, KEYS[3] fence counter; ARGV[1]
-  /// lease ms, ARGV[2] owner field, ARGV[3] marker ttl ms, ARGV[4] the
-  /// counter's idle ms ("0": no fencing).
+  /// KEYS[1] lock, KEYS[2] acquire marker, KEYS[3] fence counter, KEYS[4]
+  /// the line of waiter numbers; ARGV[1] lease ms, ARGV[2] owner field,
+  /// ARGV[3] marker ttl ms, ARGV[4] the counter's idle ms ("0": no
+  /// fencing), ARGV[5] the waiter's number, ARGV[6] what a failed try does
+  /// with it: "1" appends it to the line, "2" appends it unless it is there
+  /// (and a win takes it out), "0" or absent: nothing; ARGV[7] the line's
+  /// life ms, set when a number starts it.
   /// nil: acquired or re-entered (and the marker remembers it), without
   /// fencing; {fencing token}: the same with fencing (a re-entry reads the
   /// counter: nobody else can have taken a number since the first acquire;
-  /// {0} if it is gone); otherwise the holder's PTTL.
+  /// {0} if it is gone); otherwise the holder's PTTL (-1: no expiry).
+  /// PTTL comes first: it tells a free lock from a held one, and gives a
+  /// failed try its answer, in one question.
   /// The lease is checked before anything is written: Redis does not undo a
   /// script's HSET when a later PEXPIRE is refused, and a hash without expiry
   /// would be a lock held forever. 1e12 is dlock::max_lease.
@@ -77,10 +108,13 @@ local idle = tonumber(ARGV[4] or '0')
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12 then
   return redis.error_reply('ERR dlock: lease out of range')
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local mode = ARGV[6] or '0'
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then
   redis.call('HSET', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
+  if mode == '2' then redis.call('LREM', KEYS[4], 0, ARGV[5]) end
   if idle > 0 then return {next_fence(KEYS[3], idle)} end
   return nil
 end
@@ -88,33 +122,58 @@ if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
+  if mode == '2' then redis.call('LREM', KEYS[4], 0, ARGV[5]) end
   if idle > 0 then return {tonumber(redis.call('GET', KEYS[3]) or '0') or 0} end
   return nil
 end
-return redis.call('PTTL', KEYS[1])
+if mode == '1' or (mode == '2' and not redis.call('LPOS', KEYS[4], ARGV[5])) then
+  if redis.call('RPUSH', KEYS[4], ARGV[5]) == 1 then redis.call('PEXPIRE', KEYS[4], ARGV[7]) end
+end
+return ttl
 )lua");
     return s;
   }
 
+  /// How a script wakes the lock's next waiter (KEYS[waiters] the line of
+  /// numbers, ARGV[channel] the channel, ARGV[unlock] the unlock message):
+  /// the first number in the line, then "00" for Redisson's waiters; or,
+  /// with nobody in the line, the unlock message. The indices are the
+  /// script's own constants.
+  static std::string wake_lua(int waiters, int channel, int unlock, bool sharded) {
+    const std::string pub = "redis.call('" + std::string(ext::publish_verb(sharded)) + "', ARGV[" +
+                            std::to_string(channel) + "], ";
+    return "local function wake()\n"
+           "  local next = redis.call('LPOP', KEYS[" + std::to_string(waiters) + "])\n"
+           "  if next then\n"
+           "    " + pub + "next)\n"
+           "    " + pub + "'00')\n"
+           "  else\n"
+           "    " + pub + "ARGV[" + std::to_string(unlock) + "])\n"
+           "  end\n"
+           "end\n";
+  }
+
   /// The release: takes 1 from this owner's count (resetting the lease
-  /// while some are left), and at 0 deletes the key and publishes the
-  /// unlock message; its result is remembered for a retry (release_memory).
-  /// KEYS[1] lock, KEYS[2] release marker; ARGV[1] unlock message, ARGV[2]
+  /// while some are left), and at 0 deletes the key and wakes the next
+  /// waiter (wake_lua); its result is remembered for a retry
+  /// (release_memory).
+  /// KEYS[1] lock, KEYS[2] release marker, KEYS[3] the line of waiter
+  /// numbers; ARGV[1] unlock message, ARGV[2]
   /// lease ms, ARGV[3] owner field, ARGV[4] marker ttl ms, ARGV[5] "1" for a
   /// retry, ARGV[6] channel. The channel is not a key: for some names with
   /// braces ("x}y", "q{"), Redisson's channel name hashes to another cluster
   /// slot than the lock, and a script's KEYS must share one slot. `sharded`
   /// (`Sharded`): it publishes with SPUBLISH (a cluster's sharded pub/sub;
   /// see ext::release_channel for the channel there).
-  /// 0 still held, 1 released, 2 key gone (lost; it publishes all the same),
-  /// 3 not this owner's.
+  /// 0 still held, 1 released, 2 key gone (lost; it wakes a waiter all the
+  /// same), 3 not this owner's.
   /// The held case, the usual one, asks one question (HEXISTS on a missing
   /// key is 0 too, so EXISTS only tells "gone" from "another's").
   ///@{
   static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
-    static const redis::script s(ext::release_memory::remembered(R"lua(
+    static const redis::script s(ext::release_memory::remembered(wake_lua(3, 6, 1, Sharded) + R"lua(
 local lease = tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
   return redis.error_reply('ERR dlock: lease out of range')
@@ -126,16 +185,36 @@ if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
     result = 0
   else
     redis.call('DEL', KEYS[1])
-    redis.call(')lua" + std::string(ext::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
+    wake()
     result = 1
   end
 elseif redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call(')lua" + std::string(ext::publish_verb(Sharded)) + R"lua(', ARGV[6], ARGV[1])
+  wake()
   result = 2
 else
   result = 3
 end
 )lua", 2, 4, 5));
+    return s;
+  }
+  ///@}
+
+  /// A waiter gives up: takes its number out of the line, and wakes the
+  /// next waiter if the lock is free and this waiter may have been woken
+  /// for it (its number was taken already, or it holds a wake it did not
+  /// use), so that the turn is not lost with it. KEYS[1] lock, KEYS[2] the
+  /// line of waiter numbers; ARGV[1] unlock message, ARGV[2] the waiter's
+  /// number, ARGV[3] channel, ARGV[4] "1" when it holds an unused wake.
+  /// The count of numbers it took out (0 or 1).
+  ///@{
+  static const redis::script& forget_script(bool sharded) { return sharded ? forget_script<true>() : forget_script<false>(); }
+  template <bool Sharded = false>
+  static const redis::script& forget_script() {
+    static const redis::script s(wake_lua(2, 3, 1, Sharded) + R"lua(
+local removed = redis.call('LREM', KEYS[2], 0, ARGV[2])
+if (removed == 0 or ARGV[4] == '1') and redis.call('EXISTS', KEYS[1]) == 0 then wake() end
+return removed
+)lua");
     return s;
   }
   ///@}
@@ -196,18 +275,24 @@ return out
   }
 
   /// One try: acquire_script() (with WAIT behind it on an acknowledging
-  /// backend). Won or re-entered: the lease counts from the send, and with
-  /// fencing `rec.fence` is set unless the hold has one. Lost: held_for is
-  /// the holder's PTTL (0 if the key just vanished).
+  /// backend), registering the waiter's number as `rec.state` says. Won or
+  /// re-entered: the lease counts from the send, and with fencing
+  /// `rec.fence` is set unless the hold has one. Lost: held_for is the
+  /// holder's PTTL (0 if the key just vanished, -1 if it has no expiry).
   template <class B>
-  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend,
-                                                              ext::hold_record& rec) const {
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, record& rec) const {
     auto sent = ext::steady::now();
+    const auto& w = rec.state;
+    const char* mode = w.number.empty() || w.mode == ext::named_waiter::join_mode::none ? "0"
+                       : w.mode == ext::named_waiter::join_mode::join                 ? "1"
+                                                                                       : "2";
     // Named vectors, not braced lists: g++ 12 miscompiles initializer lists
     // inside co_await expressions ("array used as initializer").
-    std::vector<std::string> keys{rec.name, ext::release_memory::acquire_key(rec), ext::fence_key(rec.name)};
+    std::vector<std::string> keys{rec.name, ext::release_memory::acquire_key(rec), ext::fence_key(rec.name),
+                                  waiters_key(rec.name)};
     std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl(),
-                                  ext::fence_arg(fencing)};
+                                  ext::fence_arg(fencing), w.number, mode,
+                                  std::to_string(waiter_line_life.count())};
     auto [ec, v] = co_await ext::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
     ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
@@ -235,7 +320,7 @@ return out
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend,
                                                                   ext::hold_record& rec) const {
-    std::vector<std::string> keys{rec.name, ext::release_memory::key(rec)};
+    std::vector<std::string> keys{rec.name, ext::release_memory::key(rec), waiters_key(rec.name)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
                                   release_memory.ttl(), ext::release_memory::retry_flag(rec),
                                   ext::release_channel<ReentrantHash>(backend, rec.name)};
@@ -250,6 +335,21 @@ return out
       case 3: co_return std::pair{error_code{}, release_outcome::not_owner};
       default: co_return std::pair{error_code(error::unexpected_reply), release_outcome::lease_lost};
     }
+  }
+
+  /// The waiter of `rec` gives up (wait::PubSub): forget_script() with its
+  /// number; `owed`: it holds a wake it did not use. Completes with the
+  /// script's error, if any (the number then stays until a release takes
+  /// it, and that release's wake is recovered by the bounded re-check).
+  template <class B>
+  asio::awaitable<error_code> forget_waiter(B& backend, const record& rec, bool owed) const {
+    std::vector<std::string> keys{rec.name, waiters_key(rec.name)};
+    std::vector<std::string> args{unlock_message, rec.state.number, ext::release_channel<ReentrantHash>(backend, rec.name),
+                                  owed ? "1" : "0"};
+    auto [ec, v] = co_await ext::eval(backend, forget_script(ext::sharded_pubsub(backend)), std::move(keys),
+                                      std::move(args));
+    if (!ec && !ext::integer_of(v)) ec = error::unexpected_reply;
+    co_return ec;
   }
 
   /// After an acquire whose reply was lost: whether that try won, read from

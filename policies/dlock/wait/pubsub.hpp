@@ -1,8 +1,11 @@
 // wait::PubSub: Redisson's wait: sleep until the release message or the
-// holder's remaining lease, whichever comes first.
+// holder's remaining lease, whichever comes first; with an ownership that
+// names waiters, the release wakes one waiter across all clients.
 #pragma once
 
+#include <algorithm>
 #include <memory>
+#include <utility>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -18,38 +21,154 @@ namespace dlock::wait {
 /// try sleeps until it is woken, the holder's lease (the PTTL the try
 /// returned) runs out, or the caller's deadline passes.
 ///
-/// A release message wakes one waiter of the backend, the one that has
-/// waited longest, not all of them (see ext::wake_groups): one release
-/// frees the lock for one client, so the others would only try in vain.
-/// A wake that arrives between a try and the sleep is kept, and a waiter
-/// that leaves with a wake it did not use passes it on. An uncontended
-/// acquire never subscribes; the waiters of a lock in one backend share one
-/// subscription on its one subscriber connection, which ends with the last
-/// wait. Needs an ownership whose release publishes (ReentrantHash).
+/// Who wakes (see ext::wake_groups): with an ownership that names waiters
+/// (ReentrantHash), a failed try puts this waiter's number in the lock's
+/// line in Redis, and the release publishes the first number there: one
+/// waiter tries, across all clients. A release that names nobody (or
+/// Redisson's) wakes one waiter per client, the one that has waited
+/// longest. A wake that arrives between a try and the sleep is kept; a
+/// waiter that gives up takes its number out of the line, and passes on a
+/// wake it did not use.
+///
+/// The subscription is shared by the backend's waiters on the lock and
+/// outlives the last of them by `linger`: while it is up, a waiter's first
+/// try registers its number, and a failed first try needs no second one.
+/// An uncontended acquire never subscribes. A wake lost with a waiter that
+/// died after it was named is recovered by `recheck`: the first waiter of
+/// each backend never sleeps longer than that, even when the holder's
+/// lease is longer or the key has no expiry.
+///
+/// Needs an ownership whose release publishes (ReentrantHash).
 struct PubSub {
   static constexpr const char* policy_name = "pubsub";  ///< its name in Lock::combination_name()
   static constexpr bool needs_publish = true;  ///< waits for the release message: the ownership must publish one
 
-  /// Nothing to check: no error.
-  std::error_code validate() const { return {}; }
+  /// How long the release channel's subscription outlives the backend's
+  /// last waiter on the lock (2 s; 0: it ends with the last waiter).
+  milliseconds linger{2000};
+  /// The longest the first waiter of each backend sleeps between two tries
+  /// (1 s), whatever the holder's lease: the bound on a lost wake-up.
+  milliseconds recheck{1000};
 
-  /// One acquire's waiter: after prepare(), its place in the backend's line
-  /// of waiters on the lock's release channel (ext::wake_groups).
+  /// invalid_interval unless linger >= 0 and recheck > 0.
+  std::error_code validate() const {
+    if (linger < milliseconds::zero()) return make_error_code(error::invalid_interval);
+    return ext::validate_positive(recheck, error::invalid_interval);
+  }
+
+  /// One acquire's waiter: after prepare() (or, when the backend is
+  /// subscribed already, from its first try), its place in the backend's
+  /// line of waiters on the lock's release channel (ext::wake_groups).
   template <class B>
   class waiter {
    public:
     /// `channel`: where the ownership's release publishes (see
     /// ReentrantHash::channel); the rule table guarantees there is one.
-    waiter(const PubSub&, B& backend, const std::string& name, const std::string& channel)
-        : backend_(backend), name_(name), channel_(channel) {}
+    waiter(const PubSub& p, B& backend, const std::string& name, const std::string& channel)
+        : linger_(p.linger), recheck_(p.recheck), backend_(backend), name_(name), channel_(channel) {}
+
+    /// Before each try, for an ownership that names waiters: whether the
+    /// try registers this waiter's number. A first try registers only when
+    /// the backend is subscribed to the channel already (it then joins the
+    /// line at once): a release after the try is then heard.
+    template <class O>
+    asio::awaitable<void> before_try(const O&, ext::record_of<O>& rec, ext::steady::time_point) {
+      if constexpr (ext::names_waiters<O>) {
+        if (!ticket_ && groups().subscribed(channel_)) {
+          start(co_await asio::this_coro::executor);
+          early_ = true;
+        }
+        using mode = ext::named_waiter::join_mode;
+        if (ticket_) {
+          rec.state.number = ticket_->number();
+          rec.state.mode = registered_ ? mode::rejoin : mode::join;
+          registered_ = true;  // from this try on, the number may be in the line
+        } else {
+          rec.state.mode = mode::none;
+        }
+      }
+      co_return;
+    }
 
     /// Joins the line of waiters on `channel` (subscribing, if nobody in this
     /// backend is) and completes once the subscription is confirmed, so that
-    /// no later release goes unheard. The first wait then returns at once: the
-    /// lock is tried again before any sleep. An error ends the acquire
-    /// (server_error when the server refused the SUBSCRIBE: see server_reply()).
+    /// no later release goes unheard. Unless the waiter joined before its
+    /// first try (the subscription was up), the first wait then returns at
+    /// once: the lock is tried again before any sleep. An error ends the
+    /// acquire (server_error when the server refused the SUBSCRIBE: see
+    /// server_reply()).
     asio::awaitable<error_code> prepare() {
-      auto ex = co_await asio::this_coro::executor;
+      if (!ticket_) start(co_await asio::this_coro::executor);
+      auto [ec, words] = co_await ticket_->ready();
+      refusal_ = std::move(words);
+      if (ec) {
+        ticket_.reset();
+        co_return ec;
+      }
+      // A release between the first try and the subscription sent no
+      // message this waiter could hear.
+      if (!early_) state_->released = true;
+      co_return error_code{};
+    }
+
+    /// Returns at once if a wake came (a release message, or prepare()'s own);
+    /// else sleeps until one comes, until the holder's lease could end
+    /// (`held_for`, when known and not negative), until `deadline`, or, for
+    /// the backend's first waiter, until `recheck` has passed. Completes with
+    /// no error, or with operation_aborted when the acquire is cancelled
+    /// during the sleep.
+    asio::awaitable<error_code> wait(std::optional<milliseconds> held_for,
+                                     ext::steady::time_point deadline) {
+      if (woken()) co_return error_code{};
+      auto now = ext::steady::now();
+      auto until = deadline;
+      if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, now + *held_for);
+      if (ticket_->first()) until = std::min(until, now + recheck_);
+      state_->timer.expires_at(until);
+      auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (woken()) co_return error_code{};
+      if (ec == asio::error::operation_aborted) co_return ec;  // the operation was cancelled
+      co_return error_code{};
+    }
+
+    /// The acquire ends without the lock: a waiter whose number may be in
+    /// the lock's line takes it out, and one that was named for a wake it
+    /// did not use passes the turn on (the ownership's forget_waiter). If
+    /// that script fails, the number stays until a release takes it, and
+    /// that release's wake is recovered by the others' `recheck`: nothing
+    /// is lost but time, so the error ends here.
+    template <class O>
+    asio::awaitable<bool> leave(const O& o, const std::shared_ptr<ext::record_of<O>>& rec, ext::background&) {
+      if constexpr (ext::names_waiters<O>) {
+        if (ticket_) {
+          auto [owed, named] = ticket_->owed();
+          if (registered_ || (owed && named)) {
+            rec->state.number = ticket_->number();
+            co_await o.forget_waiter(backend_, *rec, owed && named);
+          }
+        }
+      }
+      done();
+      co_return false;
+    }
+
+    /// The acquire is over: out of the line (an unnamed wake it did not use
+    /// goes to the backend's next waiter).
+    void done() {
+      ticket_.reset();
+      registered_ = false;
+    }
+
+    /// The server's words when it refused this waiter's SUBSCRIBE.
+    const std::string& server_reply() const noexcept { return refusal_; }
+
+   private:
+    using groups_type = ext::wake_groups<B>;
+
+    groups_type& groups() { return backend_.template use_service<groups_type>(); }
+
+    // Enters the line (no I/O), woken on `ex`, the operation's executor.
+    void start(const asio::any_io_executor& ex) {
       state_ = std::make_shared<signal>(ex);
       std::weak_ptr<signal> weak = state_;
       // The wake comes from the subscriber's strand (or a leaving waiter);
@@ -62,43 +181,14 @@ struct PubSub {
           }
         });
       };
-      auto [ec, ticket] =
-          co_await backend_.template use_service<ext::wake_groups<B>>().join(name_, channel_, wake, &refusal_);
-      ticket_ = std::move(ticket);
-      // A release between the first try and the subscription sent no
-      // message this waiter could hear: the first wait returns at once, so
-      // the host tries again before sleeping.
-      state_->released = true;
-      co_return ec;
+      ticket_ = groups().enter(name_, channel_, wake, linger_);
     }
 
-    /// Returns at once if a wake came (a release message, or prepare()'s own);
-    /// else sleeps until one comes, until the holder's lease could end
-    /// (`held_for`, when known and not negative), or until `deadline`.
-    /// Completes with no error, or with operation_aborted when the acquire is
-    /// cancelled during the sleep.
-    asio::awaitable<error_code> wait(std::optional<milliseconds> held_for,
-                                     ext::steady::time_point deadline) {
-      if (woken()) co_return error_code{};
-      auto until = deadline;
-      if (held_for && *held_for >= milliseconds::zero())
-        until = std::min(until, ext::steady::now() + *held_for);
-      state_->timer.expires_at(until);
-      auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (woken()) co_return error_code{};
-      if (ec == asio::error::operation_aborted) co_return ec;  // the operation was cancelled
-      co_return error_code{};
-    }
-
-    /// The server's words when it refused this waiter's SUBSCRIBE.
-    const std::string& server_reply() const noexcept { return refusal_; }
-
-   private:
     // Takes the wake, if one came: the waiter tries again, and its line may
-    // wake it again.
+    // wake it again. A wake that named it took its number out of the line.
     bool woken() {
       if (!std::exchange(state_->released, false)) return false;
-      if (ticket_) ticket_->consumed();
+      if (ticket_ && ticket_->consumed()) registered_ = false;
       return true;
     }
 
@@ -108,11 +198,14 @@ struct PubSub {
       bool released = false;
     };
 
+    milliseconds linger_, recheck_;
     B& backend_;
     std::string name_;  // the lock: its releases publish on channel_
     std::string channel_;
     std::shared_ptr<signal> state_;
-    std::unique_ptr<typename ext::wake_groups<B>::ticket> ticket_;
+    std::unique_ptr<typename groups_type::ticket> ticket_;
+    bool early_ = false;       // joined before its first try (the subscription was up)
+    bool registered_ = false;  // its number may be in the lock's line
     std::string refusal_;
   };
 };

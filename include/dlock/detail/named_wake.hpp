@@ -1,0 +1,65 @@
+// Named wake-ups: a pub/sub waiter's number in its lock's line of waiters,
+// which the release reads to wake one waiter across all clients, and how a
+// waiter reads the release channel's messages.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <dlock/detail/random.hpp>
+
+namespace dlock::detail {
+
+/// A pub/sub waiter's registration in its lock's line of named waiters: the
+/// hold_state of an ownership whose release names the waiter it wakes
+/// (ReentrantHash). The waiter (wait::PubSub) fills it in before each try;
+/// the ownership's try script registers the number when the try fails.
+struct named_waiter {
+  /// What a failed try does with the number.
+  enum class join_mode : unsigned char {
+    none,    ///< nothing: this try does not wait, or waits unnamed
+    join,    ///< registers it: it is surely not in the line
+    rejoin,  ///< registers it unless it is there already (woken by a timer or an unnamed message); a win takes it out
+  };
+  std::string number;  ///< the waiter's number, decimal (see waiter_number); empty: none
+  join_mode mode = join_mode::none;
+};
+
+/// A waiter number, unique across clients with overwhelming probability: 62
+/// random bits plus 2, as decimal. Redisson's waiters read every message on
+/// the channel as a Java long and act on 0 (unlock) and 1 (read unlock)
+/// only, so a number must parse as a long and be neither.
+inline std::string waiter_number() {
+  auto bits = std::stoull(random_hex(8), nullptr, 16);
+  return std::to_string((bits >> 2) + 2);
+}
+
+/// What a message on a lock's release channel asks of its waiters.
+enum class wake_kind {
+  one_per_client,  ///< "0": a release with no named waiter (or Redisson's): each client wakes one
+  named,           ///< a waiter number: that waiter, wherever it is
+  none,            ///< "00" (for Redisson's waiters only) or anything else
+};
+
+/// Reads a release message: "0", a waiter number, or anything else.
+inline wake_kind read_wake(std::string_view message) {
+  if (message == "0") return wake_kind::one_per_client;
+  if (message.empty() || message.size() > 19 || message.front() == '0') return wake_kind::none;
+  for (char c : message)
+    if (c < '0' || c > '9') return wake_kind::none;
+  return wake_kind::named;
+}
+
+}  // namespace dlock::detail
+
+namespace dlock::detail {
+
+/// An ownership whose release names the waiter it wakes: its hold_state is
+/// a named_waiter, and it has `forget_waiter(backend, record, owed)` for a
+/// waiter that gives up (checked by the lock's policy checks).
+template <class O>
+concept names_waiters = requires { typename O::hold_state; } && std::same_as<typename O::hold_state, named_waiter>;
+
+}  // namespace dlock::detail
