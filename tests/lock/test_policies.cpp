@@ -24,6 +24,7 @@ using namespace std::chrono_literals;
 using dlock::test::private_redis;
 using dlock::test::redis_server;
 using dlock::test::scaled;
+using dlock::test::script_calls;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -43,12 +44,6 @@ long long pttl(const redis_server& s, const std::string& key) { return std::stol
 // after the client's command timeout.
 void stall_server(const redis_server& s, std::chrono::milliseconds d) {
   s.command({"CLIENT", "PAUSE", std::to_string(d.count()), "ALL"});
-}
-
-// The scripts `server` has run (EVALSHA and EVAL), counted by the server
-// itself: a lock's tries on any connection, the blocking ones included.
-long long script_calls(const redis_server& server) {
-  return dlock::test::command_calls(server, "evalsha") + dlock::test::command_calls(server, "eval");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ using namespace std::chrono_literals;
 using dlock::test::private_redis;
 using dlock::test::redis_server;
 using dlock::test::scaled;
+using dlock::test::script_calls;
 namespace o = dlock::ownership;
 namespace r = dlock::renewal;
 namespace w = dlock::wait;
@@ -38,12 +39,6 @@ namespace {
 // A PubSub whose bounded re-check never comes within a test: every wake is
 // a message's.
 const w::PubSub no_recheck{.linger = 2000ms, .recheck = 600s};
-
-// The scripts `server` has run (EVALSHA and EVAL), counted by the server
-// itself: a lock's tries on any connection, the blocking ones included.
-long long script_calls(const redis_server& server) {
-  return dlock::test::command_calls(server, "evalsha") + dlock::test::command_calls(server, "eval");
-}
 
 // Waiter numbers in the line of lock `name`.
 long long registered(const redis_server& server, const std::string& name) {
@@ -304,6 +299,32 @@ TEST_CASE("a wake named for a waiter that died is recovered by the re-check", "[
     CHECK(redis.server.command({"EXISTS", name}) == "0");  // nobody woke to take it
     waiting.get();  // its last try, at its deadline, finds it free
   }
+}
+
+TEST_CASE("when a backend's first waiter leaves, the re-check bounds the next one's sleep", "[pubsub]") {
+  private_redis redis;
+  const std::string name = "next-first";
+  auto waiters = redis.another_backend();  // both waiters: one client, one line
+  const w::PubSub quick{.linger = 2000ms, .recheck = scaled(300ms)};
+  WatchdogHash holder(redis.backend, name), first(waiters, name, {}, {}, quick), second(waiters, name, {}, {}, quick);
+  auto hold = holder.acquire();  // Watchdog: a 30 s lease
+  auto first_done = std::async(std::launch::async, [&] { first.acquire().release(); });
+  REQUIRE(dlock::test::wait_until([&] { return registered(redis.server, name) == 1; }));
+  // A waiter that died, between the two: the first's release names it.
+  redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "4242424242"});
+  auto second_got = std::async(std::launch::async, [&] {
+    bool got = second.try_lock_for(scaled(60s));
+    if (got) second.unlock();
+    return got;
+  });
+  REQUIRE(dlock::test::wait_until([&] { return registered(redis.server, name) == 3; }));
+  std::this_thread::sleep_for(scaled(100ms));  // the second sleeps, not first in its line: until the lease
+  hold.release();  // names the first, which takes the lock and lets it go to the dead one
+  REQUIRE(first_done.wait_for(scaled(5s)) == std::future_status::ready);
+  // The second became the first of its line: its sleep is now bounded by
+  // the re-check, not by the 30 s lease it read.
+  REQUIRE(second_got.wait_for(scaled(5s)) == std::future_status::ready);
+  CHECK(second_got.get());
 }
 
 TEST_CASE("a pub/sub waiter that gives up takes its number out of the line", "[pubsub]") {

@@ -979,6 +979,11 @@ long long command_calls(const redis_server& server, const std::string& command) 
   return command_calls_in(server.command({"INFO", "commandstats"}), command);
 }
 
+long long script_calls(const redis_server& server) {
+  auto info = server.command({"INFO", "commandstats"});
+  return command_calls_in(info, "evalsha") + command_calls_in(info, "eval");
+}
+
 long long command_calls_in(const std::string& info, const std::string& command) {
   auto key = "cmdstat_" + command + ":calls=";
   auto at = info.find(key);

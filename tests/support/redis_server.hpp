@@ -133,6 +133,10 @@ class redis_server {
 long long command_calls(const redis_server& server, const std::string& command);
 /// The same, read from an INFO commandstats text (any server's).
 long long command_calls_in(const std::string& info_commandstats, const std::string& command);
+/// The scripts `server` has run (EVALSHA and EVAL), counted by the server
+/// itself: a lock's tries and releases on any connection, the blocking
+/// ones included.
+long long script_calls(const redis_server& server);
 
 
 /// N Sentinel processes watching a master named `master_name`.

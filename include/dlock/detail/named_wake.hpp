@@ -25,6 +25,10 @@ struct named_waiter {
   };
   std::string number;  ///< the waiter's number, decimal (see waiter_number); empty: none
   join_mode mode = join_mode::none;
+  /// Set by a failed rejoin try: whether it appended the number (it was not
+  /// in the line: a release had taken it, and that release's wake may still
+  /// be on its way, naming a number that is in the line again).
+  bool appended = false;
 };
 
 /// A waiter number, unique across clients with overwhelming probability: 62
@@ -38,17 +42,21 @@ inline std::string waiter_number() {
 
 /// What a message on a lock's release channel asks of its waiters.
 enum class wake_kind {
-  one_per_client,  ///< "0": a release with no named waiter (or Redisson's): each client wakes one
+  one_per_client,  ///< "0" (a release that names nobody, Redisson's unlock) or any other message: each client wakes one
   named,           ///< a waiter number: that waiter, wherever it is
-  none,            ///< "00" (for Redisson's waiters only) or anything else
+  none,            ///< "00": Redisson's waiters' copy of a named wake
 };
 
-/// Reads a release message: "0", a waiter number, or anything else.
+/// Reads a release message: a waiter number (decimal, 2 or more, no
+/// leading zero, at most 19 digits), "00", or anything else (an ownership
+/// that publishes its own message wakes one waiter per client, as before
+/// named wake-ups).
 inline wake_kind read_wake(std::string_view message) {
-  if (message == "0") return wake_kind::one_per_client;
-  if (message.empty() || message.size() > 19 || message.front() == '0') return wake_kind::none;
+  if (message == "00") return wake_kind::none;
+  if (message.empty() || message.size() > 19 || message.front() == '0' || message == "1")
+    return wake_kind::one_per_client;
   for (char c : message)
-    if (c < '0' || c > '9') return wake_kind::none;
+    if (c < '0' || c > '9') return wake_kind::one_per_client;
   return wake_kind::named;
 }
 

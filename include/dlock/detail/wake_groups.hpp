@@ -64,6 +64,7 @@ class wake_groups {
     std::uint64_t id;
     std::string number;  // its waiter number: a message naming it wakes it
     waker wake;
+    waker nudge;         // it became the first of its line (may be empty)
     bool woken = false;  // woken and has not used it yet
     bool named = false;  // ... by a message that named it
   };
@@ -83,9 +84,11 @@ class wake_groups {
       engine::leave(shared_, backend_, group_, channel_, linger_, [&](line& members) {
         for (auto it = members.begin(); it != members.end(); ++it) {
           if (it->id != id_) continue;
-          bool owed = it->woken && !it->named;
+          bool owed = it->woken && !it->named, was_first = it == members.begin();
           members.erase(it);
           if (owed) wake_next(members);  // pass on an unnamed wake this waiter did not use
+          // The new first waiter's sleep is now the one the re-check bounds.
+          if (was_first && !members.empty() && members.front().nudge) members.front().nudge();
           return;
         }
       });
@@ -164,12 +167,17 @@ class wake_groups {
   /// ticket::subscribed). `key`: the lock whose release publishes on
   /// `channel`; `linger`: how long the subscription outlives the line's
   /// last waiter (the longest any of its waiters asked for counts only if
-  /// that waiter is the last; 0: it ends with the last).
+  /// that waiter is the last; 0: it ends with the last); `nudge`, if given,
+  /// is called (as `wake` is) when the waiter becomes the first of the
+  /// line because the first left.
   std::unique_ptr<ticket> enter(std::string key, std::string channel, waker wake,
-                                std::chrono::milliseconds linger = std::chrono::milliseconds::zero()) {
+                                std::chrono::milliseconds linger = std::chrono::milliseconds::zero(),
+                                waker nudge = {}) {
     auto id = ++next_id_;
     auto number = waiter_number();
-    auto g = groups_.enter(key, channel, [&](line& members) { members.push_back(member{id, number, std::move(wake)}); });
+    auto g = groups_.enter(key, channel, [&](line& members) {
+      members.push_back(member{id, number, std::move(wake), std::move(nudge)});
+    });
     return std::make_unique<ticket>(*this, std::move(g), std::move(channel), id, std::move(number), linger);
   }
 

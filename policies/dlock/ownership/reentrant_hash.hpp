@@ -95,7 +95,8 @@ struct ReentrantHash {
   /// nil: acquired or re-entered (and the marker remembers it), without
   /// fencing; {fencing token}: the same with fencing (a re-entry reads the
   /// counter: nobody else can have taken a number since the first acquire;
-  /// {0} if it is gone); otherwise the holder's PTTL (-1: no expiry).
+  /// {0} if it is gone); otherwise the holder's PTTL (-1: no expiry), or
+  /// with mode "2" {PTTL, 1 if it appended the number, else 0}.
   /// PTTL comes first: it tells a free lock from a held one, and gives a
   /// failed try its answer, in one question.
   /// The lease is checked before anything is written: Redis does not undo a
@@ -126,9 +127,12 @@ if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   if idle > 0 then return {tonumber(redis.call('GET', KEYS[3]) or '0') or 0} end
   return nil
 end
+local appended = 0
 if mode == '1' or (mode == '2' and not redis.call('LPOS', KEYS[4], ARGV[5])) then
   if redis.call('RPUSH', KEYS[4], ARGV[5]) == 1 then redis.call('PEXPIRE', KEYS[4], ARGV[7]) end
+  appended = 1
 end
+if mode == '2' then return {ttl, appended} end
 return ttl
 )lua");
     return s;
@@ -293,6 +297,7 @@ return out
     std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, release_memory.ttl(),
                                   ext::fence_arg(fencing), w.number, mode,
                                   std::to_string(waiter_line_life.count())};
+    rec.state.appended = false;
     auto [ec, v] = co_await ext::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
     ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
@@ -300,7 +305,12 @@ return out
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
-    if (fencing && v.is_array()) {
+    const redis::value* ttl = &v;
+    if (mode[0] == '2' && v.is_array() && v.elements.size() == 2) {  // lost: {PTTL, appended}
+      if (!ext::integer_of(v.elements[1])) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+      rec.state.appended = v.elements[1].integer == 1;
+      ttl = &v.elements[0];
+    } else if (fencing && v.is_array()) {
       if (v.elements.size() != 1 || v.elements[0].type != redis::kind::integer)
         co_return std::pair{error_code(error::unexpected_reply), attempt{}};
       // A hold already counted keeps its token; a re-entry that found the
@@ -309,8 +319,8 @@ return out
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
-    if (v.type != redis::kind::integer) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
-    co_return std::pair{error_code{}, attempt{false, milliseconds(v.integer == -2 ? 0 : v.integer)}};
+    if (ttl->type != redis::kind::integer) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    co_return std::pair{error_code{}, attempt{false, milliseconds(ttl->integer == -2 ? 0 : ttl->integer)}};
   }
 
   /// Runs release_script(): still_held (one reentrant hold ended), released,

@@ -33,10 +33,13 @@ namespace dlock::wait {
 /// The subscription is shared by the backend's waiters on the lock and
 /// outlives the last of them by `linger`: while it is up, a waiter's first
 /// try registers its number, and a failed first try needs no second one.
-/// An uncontended acquire never subscribes. A wake lost with a waiter that
-/// died after it was named is recovered by `recheck`: the first waiter of
-/// each backend never sleeps longer than that, even when the holder's
-/// lease is longer or the key has no expiry.
+/// An uncontended acquire never subscribes, and a try with no time to wait
+/// (try_lock) never registers. A wake lost with a waiter that died after
+/// it was named is recovered by `recheck`: the first waiter of each backend
+/// never sleeps longer than that, even when the holder's lease is longer or
+/// the key has no expiry (when the first leaves, the next one's sleep is
+/// bounded from then on). Each backend with waiters thus tries the lock at
+/// least once per `recheck` while it is held.
 ///
 /// Needs an ownership whose release publishes (ReentrantHash).
 struct PubSub {
@@ -47,8 +50,8 @@ struct PubSub {
   /// last waiter on the lock (2 s; 0: it ends with the last waiter).
   milliseconds linger{2000};
   /// The longest the first waiter of each backend sleeps between two tries
-  /// (1 s), whatever the holder's lease: the bound on a lost wake-up.
-  milliseconds recheck{1000};
+  /// (5 s), whatever the holder's lease: the bound on a lost wake-up.
+  milliseconds recheck{5000};
 
   /// invalid_interval unless linger >= 0 and recheck > 0.
   std::error_code validate() const {
@@ -72,22 +75,33 @@ struct PubSub {
     /// the backend is subscribed to the channel already (it then joins the
     /// line at once): a release after the try is then heard.
     template <class O>
-    asio::awaitable<void> before_try(const O&, ext::record_of<O>& rec, ext::steady::time_point) {
+    asio::awaitable<void> before_try(const O&, ext::record_of<O>& rec, ext::steady::time_point deadline) {
       if constexpr (ext::names_waiters<O>) {
+        using mode = ext::named_waiter::join_mode;
+        rec.state.mode = mode::none;
+        if (deadline <= ext::steady::now()) co_return;  // no time to wait: a try that registers nothing
         if (!ticket_ && groups().subscribed(channel_)) {
           start(co_await asio::this_coro::executor);
-          early_ = true;
+          // Subscribed still? (The linger may have ended it meanwhile, on
+          // another thread: then prepare() subscribes and tries again.)
+          early_ = ticket_->subscribed();
         }
-        using mode = ext::named_waiter::join_mode;
-        if (ticket_) {
-          rec.state.number = ticket_->number();
+        if (ticket_ && (early_ || prepared_)) {
+          rec.state.number = number_;
           rec.state.mode = registered_ ? mode::rejoin : mode::join;
           registered_ = true;  // from this try on, the number may be in the line
-        } else {
-          rec.state.mode = mode::none;
         }
       }
       co_return;
+    }
+
+    /// After each try: a failed rejoin try that appended the number (a
+    /// release had taken it) is in the line again even if that release's
+    /// wake, naming it, comes later.
+    template <class O>
+    void after_try(const O&, const std::shared_ptr<ext::record_of<O>>& rec, const attempt& at) {
+      if constexpr (ext::names_waiters<O>)
+        back_in_line_ = !at.acquired && rec->state.mode == ext::named_waiter::join_mode::rejoin && rec->state.appended;
     }
 
     /// Joins the line of waiters on `channel` (subscribing, if nobody in this
@@ -105,6 +119,7 @@ struct PubSub {
         ticket_.reset();
         co_return ec;
       }
+      prepared_ = true;
       // A release between the first try and the subscription sent no
       // message this waiter could hear.
       if (!early_) state_->released = true;
@@ -120,15 +135,19 @@ struct PubSub {
     asio::awaitable<error_code> wait(std::optional<milliseconds> held_for,
                                      ext::steady::time_point deadline) {
       if (woken()) co_return error_code{};
-      auto now = ext::steady::now();
+      const auto began = ext::steady::now();
       auto until = deadline;
-      if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, now + *held_for);
-      if (ticket_->first()) until = std::min(until, now + recheck_);
-      state_->timer.expires_at(until);
-      auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-      if (woken()) co_return error_code{};
-      if (ec == asio::error::operation_aborted) co_return ec;  // the operation was cancelled
-      co_return error_code{};
+      if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, began + *held_for);
+      for (;;) {
+        state_->rearm = false;
+        state_->timer.expires_at(ticket_->first() ? std::min(until, began + recheck_) : until);
+        auto [ec] = co_await state_->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (woken()) co_return error_code{};
+        if (ec != asio::error::operation_aborted) co_return error_code{};
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none || !state_->rearm) co_return ec;  // the operation was cancelled
+        // It became the first of its line: the re-check bounds its sleep now.
+      }
     }
 
     /// The acquire ends without the lock: a waiter whose number may be in
@@ -140,12 +159,10 @@ struct PubSub {
     template <class O>
     asio::awaitable<bool> leave(const O& o, const std::shared_ptr<ext::record_of<O>>& rec, ext::background&) {
       if constexpr (ext::names_waiters<O>) {
-        if (ticket_) {
-          auto [owed, named] = ticket_->owed();
-          if (registered_ || (owed && named)) {
-            rec->state.number = ticket_->number();
-            co_await o.forget_waiter(backend_, *rec, owed && named);
-          }
+        auto [owed, named] = ticket_ ? ticket_->owed() : std::pair{false, false};
+        if (registered_ || (owed && named)) {
+          rec->state.number = number_;
+          co_await o.forget_waiter(backend_, *rec, owed && named);
         }
       }
       done();
@@ -181,14 +198,25 @@ struct PubSub {
           }
         });
       };
-      ticket_ = groups().enter(name_, channel_, wake, linger_);
+      auto nudge = [weak, ex] {
+        asio::post(ex, [weak] {
+          if (auto s = weak.lock()) {
+            s->rearm = true;
+            s->timer.cancel();
+          }
+        });
+      };
+      ticket_ = groups().enter(name_, channel_, wake, linger_, nudge);
+      number_ = ticket_->number();
     }
 
     // Takes the wake, if one came: the waiter tries again, and its line may
     // wake it again. A wake that named it took its number out of the line.
     bool woken() {
       if (!std::exchange(state_->released, false)) return false;
-      if (ticket_ && ticket_->consumed()) registered_ = false;
+      // A wake that named it took its number out of the line, unless a try
+      // put it back after that (back_in_line_).
+      if (ticket_ && ticket_->consumed() && !std::exchange(back_in_line_, false)) registered_ = false;
       return true;
     }
 
@@ -196,6 +224,7 @@ struct PubSub {
       explicit signal(const asio::any_io_executor& ex) : timer(ex) {}
       asio::steady_timer timer;
       bool released = false;
+      bool rearm = false;  // it became the first of its line: re-arm the timer
     };
 
     milliseconds linger_, recheck_;
@@ -204,8 +233,11 @@ struct PubSub {
     std::string channel_;
     std::shared_ptr<signal> state_;
     std::unique_ptr<typename groups_type::ticket> ticket_;
+    std::string number_;       // its waiter number, once in the line
     bool early_ = false;       // joined before its first try (the subscription was up)
+    bool prepared_ = false;    // subscribed by prepare()
     bool registered_ = false;  // its number may be in the lock's line
+    bool back_in_line_ = false;  // the last try appended its number again (see after_try)
     std::string refusal_;
   };
 };
