@@ -81,6 +81,7 @@ using detail::sharded_pubsub;   ///< whether backend B listens on shard channels
 // Reading replies strictly.
 using detail::cannot_resolve;     ///< for an ownership that cannot tell whether a lost try won
 using detail::deleted;            ///< a DEL-like reply (1 released, 0 not ours) as a release's outcome
+using detail::retried_release;    ///< a compare-and-delete release's outcome, a retry read from the key (Token, Queue)
 using detail::integer_of;         ///< the integer a reply carries, or nullopt
 using detail::may_have_run;       ///< whether a failed command may have run
 using detail::read_extend_reply;  ///< an extend script's usual reply: 1 renewed, 0 gone

@@ -107,8 +107,8 @@ class Hold {
   /// expired or was taken: the protected work may have overlapped another
   /// holder's), outcome_unknown (the release was sent and not answered: the
   /// hold stays releasable, and calling release() again never acts twice:
-  /// Token resolves it from the key, ReentrantHash and Queue answer it from
-  /// a marker within their `release_memory.window`, while SetNx and the
+  /// Token and Queue resolve it from the key, ReentrantHash answers it from
+  /// a marker within its `release_memory.window`, while SetNx and the
   /// expiry-value ownerships, having no owner check, send their DEL again),
   /// or a connection error (not sent; still held, still releasable).
   /// A refusal's message quotes the server (see error::server_error).

@@ -157,8 +157,8 @@ class Lock {
   /// lease_lost, outcome_unknown, connection errors, or would_deadlock (on
   /// a thread that runs the backend's executor; nothing was sent). After
   /// outcome_unknown, this thread's next unlock() retries that release and
-  /// reports what it did, never acting twice (Token: resolved from the key;
-  /// ReentrantHash and Queue: from a marker, within their
+  /// reports what it did, never acting twice (Token and Queue: resolved
+  /// from the key; ReentrantHash: from a marker, within its
   /// `release_memory.window`).
   void unlock(std::error_code& ec) { ec = release_blocking(thread_owner(), nullptr, {}, false).ec; }
 

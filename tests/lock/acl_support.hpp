@@ -101,7 +101,8 @@ void exercise(typename L::backend_type& a, typename L::backend_type& b, const st
 
 // The paths a plain run of every combination does not take: the servers
 // lost their scripts (EVAL; `flush_scripts` empties each server's cache),
-// an expired GETSET lock taken over (GETSET), fencing tokens (INCR, TIME).
+// an expired GETSET lock taken over (GETSET), a hash release of a hold that
+// lapsed (HDEL), a FIFO waiter's refresh (LRANGE), fencing tokens (TIME).
 template <class Backend>
 void exercise_rare_paths(Backend& a, Backend& b, const std::function<void()>& flush_scripts) {
   flush_scripts();
@@ -120,6 +121,28 @@ void exercise_rare_paths(Backend& a, Backend& b, const std::function<void()>& fl
   auto held = holder.acquire();
   CHECK_FALSE(rechecking.try_lock_for(300ms));
   held.release();
+  // A hash release that finds its hold gone (HDEL takes back the field
+  // its HINCRBY made).
+  Lock<Backend, ownership::ReentrantHash, renewal::FixedLease, wait::Spin> lapsing(a, "app:lapsing", {},
+                                                                                   renewal::FixedLease{200ms});
+  lapsing.set_error_handler([](std::error_code, const std::string&) {});
+  auto lapsed = lapsing.acquire();
+  std::this_thread::sleep_for(400ms);
+  std::error_code lost;
+  lapsed.release(lost);
+  CHECK(lost == error::lease_lost);
+  // A FIFO waiter whose entry is refreshed (LRANGE) while it waits.
+  using Fifo = Lock<Backend, ownership::Queue, renewal::FixedLease, wait::HandOff>;
+  Fifo first(a, "app:fifo"), second(b, "app:fifo", {}, {}, wait::HandOff{std::chrono::milliseconds(90)});
+  auto ahead = first.acquire();
+  auto behind = std::async(std::launch::async, [&] {
+    if (!second.try_lock_for(5s)) return false;
+    second.unlock();  // by the thread that holds it
+    return true;
+  });
+  std::this_thread::sleep_for(300ms);
+  ahead.release();
+  CHECK(behind.get());
   ownership::Token fenced;
   fenced.fencing = fencing_tokens{};
   Lock<Backend, ownership::Token, renewal::FixedLease, wait::Spin> token(a, "app:fenced", fenced);

@@ -604,7 +604,7 @@ TEST_CASE("the FIFO hand-off keeps its order on a cluster", "[cluster][hand-off]
         "line", redis.worker_spec(), ClusterQueue::combination_name(), name, std::to_string(i)}));
     REQUIRE(waiters.back()->read_line(scaled(20s)) == "waiting");
     // The next one starts only when this one is in the line.
-    REQUIRE(dlock::test::wait_until([&] { return redis.command(line, {"ZCARD", line}) == std::to_string(i + 1); }));
+    REQUIRE(dlock::test::wait_until([&] { return redis.command(line, {"LLEN", line}) == std::to_string(i + 1); }));
   }
   hold.release();
   for (auto& wk : waiters) {

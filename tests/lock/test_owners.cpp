@@ -265,3 +265,51 @@ TEMPLATE_TEST_CASE("an absurd stored expiration is held for at most max_lease", 
   CHECK(*at.held_for == dlock::max_lease);
   CHECK(redis.server.command({"GET", "absurd"}) == "1e300");  // nobody stole it
 }
+
+TEST_CASE("a hash release that is not its owner's leaves the key as it found it", "[owners][hash]") {
+  private_redis redis;
+  const auto& release = o::ReentrantHash::release_script();
+  auto run = [&](const std::string& name, const std::string& field) {
+    // KEYS lock, release marker, waiters; ARGV unlock message, lease, field,
+    // marker ttl, retry flag, channel.
+    return redis.backend.eval(release, {name, "{" + name + "}:release:r", o::ReentrantHash::waiters_key(name)},
+                              {"0", "30000", field, "10000", "0", o::ReentrantHash::channel(name)})
+        .integer;
+  };
+  // The release takes 1 first and looks after: each path must undo what
+  // a count it did not have would leave.
+  CHECK(run("gone", "me:1") == 2);  // lease_lost
+  CHECK(redis.server.command({"EXISTS", "gone"}) == "0");
+
+  redis.server.command({"HSET", "theirs", "them:1", "1"});
+  redis.server.command({"PEXPIRE", "theirs", "30000"});
+  CHECK(run("theirs", "me:1") == 3);  // not_owner
+  CHECK(redis.server.command({"HLEN", "theirs"}) == "1");
+  CHECK(redis.server.command({"HEXISTS", "theirs", "me:1"}) == "0");
+  CHECK(redis.server.command({"HGET", "theirs", "them:1"}) == "1");
+  CHECK(std::stoll(redis.server.command({"PTTL", "theirs"})) > 0);
+
+  redis.server.command({"HSET", "mine", "me:1", "2"});
+  CHECK(run("mine", "me:1") == 0);  // still held
+  CHECK(redis.server.command({"HGET", "mine", "me:1"}) == "1");
+  CHECK(run("mine", "me:1") == 1);  // released
+  CHECK(redis.server.command({"EXISTS", "mine"}) == "0");
+}
+
+TEST_CASE("a first hash acquire keeps its win marker in the hash, a re-entry in a key", "[owners][hash]") {
+  private_redis redis;
+  HashLock lock(redis.backend, "marked");
+  auto field = redis.backend.client_id() + ":" + HashLock::thread_owner();
+  auto first = lock.acquire();
+  // The owner's count and the first try's marker, in one HSET.
+  CHECK(redis.server.command({"HLEN", "marked"}) == "2");
+  CHECK(redis.server.command({"HGET", "marked", field}) == "1");
+  CHECK(redis.server.command({"KEYS", "{marked}:acquire:*"}).empty());
+  auto again = lock.acquire();
+  CHECK(redis.server.command({"HGET", "marked", field}) == "2");
+  CHECK(redis.server.command({"HLEN", "marked"}) == "2");
+  CHECK_FALSE(redis.server.command({"KEYS", "{marked}:acquire:*"}).empty());
+  again.release();
+  first.release();
+  CHECK(redis.server.command({"EXISTS", "marked"}) == "0");
+}

@@ -248,6 +248,24 @@ TEST_CASE("a lost acquire reply is resolved by asking Redis whose the lock is", 
   CHECK(redis.server.command({"HGET", "limbo", redis.backend.client_id() + ":" + FixedHash::thread_owner()}) == "1");
 }
 
+TEST_CASE("a lost re-entrant acquire reply is resolved from its marker key", "[unknown][reentrancy]") {
+  impatient_redis redis;
+  FixedHash lock(redis.backend, "limbo2", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});
+  auto field = redis.backend.client_id() + ":" + FixedHash::thread_owner();
+  auto outer = lock.acquire();  // also loads the scripts
+  stall_server(redis.server, scaled(impatient_redis::timeout * 3 / 2));
+  std::error_code ec;
+  auto inner = lock.try_acquire_for(0ms, ec);
+  // A re-entry's marker is a key of its own (a first acquire's is a field
+  // of the hash, which was already there).
+  CHECK(!ec);
+  REQUIRE(inner);
+  CHECK(redis.server.command({"HGET", "limbo2", field}) == "2");
+  inner->release();
+  outer.release();
+  CHECK(redis.server.command({"EXISTS", "limbo2"}) == "0");
+}
+
 TEST_CASE("a retried release never decrements a reentrant count twice", "[unknown][reentrancy]") {
   impatient_redis redis;
   FixedHash lock(redis.backend, "twice", {}, r::FixedLease{scaled(30s)}, w::Spin{10ms});

@@ -984,6 +984,15 @@ long long script_calls(const redis_server& server) {
   return command_calls_in(info, "evalsha") + command_calls_in(info, "eval");
 }
 
+long long all_calls(const redis_server& server) {
+  auto info = server.command({"INFO", "commandstats"});
+  long long total = 0;
+  // "cmdstat_get:calls=12,usec=...": the first "calls=" of each line.
+  for (auto at = info.find(":calls="); at != std::string::npos; at = info.find(":calls=", at + 7))
+    total += std::stoll(info.substr(at + 7));
+  return total;
+}
+
 long long command_calls_in(const std::string& info, const std::string& command) {
   auto key = "cmdstat_" + command + ":calls=";
   auto at = info.find(key);

@@ -133,6 +133,10 @@ class redis_server {
 long long command_calls(const redis_server& server, const std::string& command);
 /// The same, read from an INFO commandstats text (any server's).
 long long command_calls_in(const std::string& info_commandstats, const std::string& command);
+/// Every command `server` has run, the sum of INFO commandstats' counts
+/// (scripts' own commands included). The INFO that reads it is counted in
+/// the next reading, not in its own.
+long long all_calls(const redis_server& server);
 /// The scripts `server` has run (EVALSHA and EVAL), counted by the server
 /// itself: a lock's tries and releases on any connection, the blocking
 /// ones included.

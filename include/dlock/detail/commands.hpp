@@ -157,6 +157,18 @@ inline std::pair<error_code, release_outcome> deleted(const error_code& ec, cons
   return {make_error_code(error::unexpected_reply), release_outcome::lease_lost};
 }
 
+/// A compare-and-delete release's outcome, read as a retry must: the key
+/// can hold the hold's token only until its release runs, so a retry
+/// (after outcome_unknown) that finds it gone or another's reports
+/// released when the first attempt left while the hold was still safe to
+/// trust (`first_in_lease`), and lease_lost when it left later.
+inline std::pair<error_code, release_outcome> retried_release(bool retry, bool first_in_lease,
+                                                              std::pair<error_code, release_outcome> result) {
+  if (retry && first_in_lease && !result.first && result.second == release_outcome::lease_lost)
+    result.second = release_outcome::released;
+  return result;
+}
+
 /// Whether a failed command may have run (see condition::may_have_run).
 /// Every other error means it was never sent, or the server refused it and
 /// changed nothing.

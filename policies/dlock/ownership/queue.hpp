@@ -18,26 +18,30 @@ namespace dlock::ownership {
 /// The lock key is a Token key (`name` holds the holder's random 128-bit
 /// token with a PX lease), so it excludes redis-py's `Lock` and Token on the
 /// same name. Beside it, in the same cluster slot:
-/// - `{name}:queue`, a sorted set of waiting tokens, scored by arrival
-///   (`{name}:queue:seq` counts arrivals): the line, first come first;
-/// - `{name}:queue:entries`, a hash from each waiting token to
-///   "<expiry ms>:<lease ms>:<listener>": until when the waiter counts as
-///   alive (server time; the waiter refreshes it), the lease its grant gets,
-///   and the id of the backend that waits for the grant.
+/// - `{name}:queue`, a list of places, first come first: each place is
+///   "<token>:<stay>", the stay a number the waiter picks afresh each time
+///   it joins (so a grant's message that comes late, about an earlier
+///   stay, is not mistaken for a later grant);
+/// - `{name}:queue:<token>`, each waiter's entry, "<lease ms>:<stay>:
+///   <listener>" with a PX life (the waiter refreshes it): the lease its
+///   grant gets, its current stay, and the id of the backend that waits
+///   for the grant. While the entry lives, the waiter is alive; a place
+///   whose token has no entry, or whose stay is not the entry's, is void.
 ///
 /// A try that fails while the waiter means to wait joins the line in the
-/// same script. The release deletes the key and, in the same script, writes
-/// the first live waiter's token with its lease and publishes that token on
-/// `{name}:handoff:<listener>`, the channel of the waiter's backend: the
-/// waiter's acquire completes on the message, with no
-/// command of its own. Waiters whose entry expired (their process died) are
-/// dropped on the way. When the key is free but the line is not (a holder
-/// or a granted waiter died and its lease ran out), the next script that
-/// sees it (any waiter's refresh, any newcomer's try) hands it on, so a
-/// newcomer never takes the lock ahead of a live waiter.
+/// same script. The release takes places off the head of the line until
+/// one is alive, writes that waiter's token into the key with its lease
+/// and publishes "<token>:<stay>" on `{name}:handoff:<listener>`, the
+/// channel of the waiter's backend: the waiter's acquire completes on the
+/// message, with no command of its own. Void places (dead waiters, waiters
+/// that left) are dropped on the way. When the key is free but the line
+/// is not (a holder or a granted waiter died and its lease ran out), the
+/// next script that sees it (any waiter's refresh, any newcomer's try)
+/// hands it on, so a newcomer never takes the lock ahead of a live waiter.
 ///
-/// Needs a lease (FixedLease or Watchdog) and wait::HandOff, which the rule
-/// table enforces. Not reentrant: the same owner acquiring twice fails with
+/// Needs a lease (FixedLease or Watchdog), wait::HandOff (which the rule
+/// table enforces) and Redis 7.0 or later (its scripts use `PEXPIRE ...
+/// GT`). Not reentrant: the same owner acquiring twice fails with
 /// already_held.
 struct Queue : Token {
   /// What a waiting hold keeps beside its record: its place in the line.
@@ -50,71 +54,61 @@ struct Queue : Token {
   static constexpr bool needs_lease = true;  ///< a holder that dies must not stop the line: its lease runs out
   static constexpr bool queues = true;  ///< keeps a line of waiters, to which its release hands the lock
 
-  /// How long a release remembers its result for a retry (10 s). Unlike
-  /// Token's, a Queue release hands the lock on, so a retry is answered
-  /// from this marker rather than resolved from the key.
-  ext::release_memory release_memory;
+  /// How long a waiter that left the line is remembered (10 s): a try of
+  /// its that reaches the server later (sent on a connection that stalled)
+  /// does nothing.
+  milliseconds leave_memory{10000};
 
-  /// Token's check (fencing), then the release memory's.
+  /// Token's check (fencing), then leave_memory's (above zero).
   std::error_code validate() const {
     if (auto ec = Token::validate()) return ec;
-    return release_memory.validate();
+    return ext::validate_positive(leave_memory, error::invalid_interval);
   }
 
   /// Where grants are published, followed by ":<listener>": each waiting
   /// backend (its client id is the listener) has a channel of its own, and
-  /// the message is "<granted token>:<its place in the line>".
+  /// the message is "<granted token>:<its stay>".
   static std::string channel(std::string_view name) { return ext::same_slot_key(name, "handoff"); }
 
-  static std::string queue_key(std::string_view name) { return ext::same_slot_key(name, "queue"); }  ///< the line (a sorted set)
-  static std::string entries_key(std::string_view name) { return ext::same_slot_key(name, "queue:entries"); }  ///< the entries (a hash)
-  static std::string seq_key(std::string_view name) { return ext::same_slot_key(name, "queue:seq"); }  ///< the arrival counter
-  /// Set by a leave: the try `rec.attempt_id` was given up, so if it reaches
-  /// the server late (sent on a connection that stalled, delivered after
-  /// the leave), it does nothing. Lives as long as the release memory.
-  static std::string cancelled_key(const ext::hold_record& rec) {
-    return ext::same_slot_key(rec.name, "cancelled:" + rec.attempt_id);
+  static std::string queue_key(std::string_view name) { return ext::same_slot_key(name, "queue"); }  ///< the line (a list of places)
+  /// What every waiter's entry key starts with: `{name}:queue:`.
+  static std::string entry_prefix(std::string_view name) { return ext::same_slot_key(name, "queue:"); }
+  /// The entry of the waiter with `token`: `{name}:queue:<token>`.
+  static std::string entry_key(std::string_view name, std::string_view token) {
+    return entry_prefix(name).append(token);
   }
 
-  /// The helpers every Queue script starts with. KEYS[1] lock, KEYS[2] line,
-  /// KEYS[3] entries; the grant channel is ARGV[channel_arg]. `grant(who)`
-  /// takes `who` out of the line and, if its entry is alive, gives it the
-  /// lock and publishes "<token>:<place>" (its arrival number, which names
-  /// this stay in the line: a waiter that joins again gets a new one, so a
-  /// grant's message that comes late is not mistaken for a later grant) on
-  /// "<channel>:<listener>", the channel of the waiter's own backend, so
-  /// that one release wakes one subscriber. `hand_on()` grants to the first
-  /// live waiter. `now()` reads the server's clock only when an entry is
-  /// looked at (an uncontended script never calls TIME). `sharded`: grants
-  /// go out with SPUBLISH (a cluster's sharded pub/sub).
-  static std::string prelude(int channel_arg, bool sharded) {
+  /// The helpers the scripts that hand the lock on share. KEYS[1] lock,
+  /// KEYS[2] line; the grant channel is ARGV[channel_arg], the entries'
+  /// prefix ARGV[prefix_arg]. `grant(place)` gives the lock to the place's
+  /// waiter if the place is alive (its entry exists and names this stay),
+  /// and publishes "<token>:<stay>" on "<channel>:<listener>", the channel
+  /// of the waiter's own backend, so that one release wakes one
+  /// subscriber. `hand_on(me)` takes places off the head of the line until
+  /// one is granted (its token returned) or, given `me`, a place of `me`'s
+  /// own comes first (`me` returned: the caller takes the lock itself).
+  /// `sharded`: grants go out with SPUBLISH (a cluster's sharded pub/sub).
+  static std::string prelude(int channel_arg, int prefix_arg, bool sharded) {
     return R"lua(
-local now_ms
-local function now()
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now_ms
-end
-local function grant(who)
-  local place = redis.call('ZSCORE', KEYS[2], who)
-  redis.call('ZREM', KEYS[2], who)
-  local entry = redis.call('HGET', KEYS[3], who)
-  redis.call('HDEL', KEYS[3], who)
-  if not entry or not place then return false end
-  local expiry, lease, listener = string.match(entry, '^(%d+):(%d+):(.*)$')
-  if not expiry or tonumber(expiry) <= now() then return false end
+local function grant(place)
+  local who, stay = string.match(place, '^(.*):(%d+)$')
+  if not who then return false end
+  local entry = redis.call('GET', ARGV[)lua" + std::to_string(prefix_arg) + R"lua(] .. who)
+  if not entry then return false end
+  local lease, at, listener = string.match(entry, '^(%d+):(%d+):(.*)$')
+  if not lease or at ~= stay then return false end
   redis.call('SET', KEYS[1], who, 'PX', lease)
   redis.call(')lua" + std::string(ext::publish_verb(sharded)) + R"lua(', ARGV[)lua" +
-           std::to_string(channel_arg) + R"lua(] .. ':' .. listener, who .. ':' .. place)
-  return true
+           std::to_string(channel_arg) + R"lua(] .. ':' .. listener, who .. ':' .. stay)
+  return who
 end
-local function hand_on()
+local function hand_on(me)
   while true do
-    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    local head = redis.call('LPOP', KEYS[2])
     if not head then return false end
-    if grant(head) then return head end
+    if me and string.sub(head, 1, #me + 1) == me .. ':' then return me end
+    local who = grant(head)
+    if who then return who end
   end
 end
 )lua";
@@ -122,15 +116,20 @@ end
 
   /// The try: takes a free lock if no live waiter comes first, or finds it
   /// granted to ARGV[1]; else joins the line if asked. KEYS[1] lock, KEYS[2]
-  /// line, KEYS[3] entries, KEYS[4] arrival counter, KEYS[5] fence counter,
-  /// KEYS[6] this try's cancellation marker (cancelled_key); ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" to join the line on
-  /// failure, ARGV[4] entry ttl ms, ARGV[5] channel, ARGV[6] the listener
-  /// (the waiter's backend's id) its grant is published to, ARGV[7] fence
-  /// idle ms ("0": none). {1, lease, fencing token or 0} taken now; {2, pttl}
-  /// already ours (granted: the grant took no fencing token); {0, pttl,
-  /// place} held by another (and, with ARGV[3], this token is in the line at
-  /// arrival number `place`, its entry refreshed; place 0: not in it); {3, 0}
-  /// cancelled: a leave came first, this try was given up and does nothing. @{
+  /// line, KEYS[3] this waiter's entry, KEYS[4] fence counter; ARGV[1]
+  /// token, ARGV[2] lease ms, ARGV[3] "1" to join the line on failure,
+  /// ARGV[4] entry ttl ms, ARGV[5] channel, ARGV[6] the listener (the
+  /// waiter's backend's id) its grant is published to, ARGV[7] fence idle ms
+  /// ("0": none), ARGV[8] the stay a new place gets, ARGV[9] "1" when this
+  /// hold has joined before (a leave may have come first), ARGV[10] the
+  /// entries' prefix, ARGV[11] leave memory ms.
+  /// {1, lease, fencing token or 0} taken now; {2, pttl} already ours
+  /// (granted: the grant took no fencing token); {0, pttl, 0} held by
+  /// another; {0, -3, stay} held by another, and this token waits in the
+  /// line with this stay (its entry refreshed; the holder's PTTL is not
+  /// asked: the waiter's refreshes notice a lease that ran out); {3, 0}
+  /// cancelled: a leave came first, this try was given up and does nothing.
+  /// A contended try that joins runs GET, SET ... GET, RPUSH, PEXPIRE. @{
   static const redis::script& acquire_script(bool sharded) { return sharded ? acquire_script<true>() : acquire_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& acquire_script() {
@@ -138,97 +137,102 @@ end
 local lease = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[4])
 local idle = tonumber(ARGV[7])
-if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12
-   or not idle or idle < 0 or idle > 1e12 then
+local stay = tonumber(ARGV[8])
+local memory = tonumber(ARGV[11])
+if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not ttl or ttl < 1 or ttl > 1e12 or ttl % 1 ~= 0
+   or not idle or idle < 0 or idle > 1e12 or not stay or stay < 0 or stay > 1e12 or stay % 1 ~= 0
+   or not memory or memory < 1 or memory > 1e12 or memory % 1 ~= 0 then
   return redis.error_reply('ERR dlock: lease out of range')
-end
-if redis.call('EXISTS', KEYS[6]) == 1 then return {3, 0} end)lua" + prelude(5, Sharded) + std::string(ext::fence_lua) + R"lua(
-local function taken()
-  if idle > 0 then return {1, lease, next_fence(KEYS[5], idle)} end
-  return {1, lease, 0}
-end
+end)lua" + prelude(5, 10, Sharded) + std::string(ext::fence_lua) + R"lua(
+local me = ARGV[1]
+local joining = ARGV[3] == '1' and stay > 0
+stay = ARGV[8]  -- as text from here: places and entries are text
+local function entry_value(at) return ARGV[2] .. ':' .. at .. ':' .. ARGV[6] end
 local holder = redis.call('GET', KEYS[1])
-if not holder and redis.call('EXISTS', KEYS[2]) == 0 then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)  -- free, nobody in line: the uncontended path
-  return taken()
-end
-if holder == ARGV[1] then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  return {2, redis.call('PTTL', KEYS[1])}
+if holder == me then return {2, redis.call('PTTL', KEYS[1])} end
+local old, written = false, false
+if joining or ARGV[9] == '1' then
+  if holder and joining then
+    old = redis.call('SET', KEYS[3], entry_value(stay), 'PX', ttl, 'GET')
+    written = true
+  else
+    old = redis.call('GET', KEYS[3])
+  end
+  if old == 'x' then
+    if written then redis.call('SET', KEYS[3], 'x', 'PX', memory) end
+    return {3, 0}
+  end
 end
 if not holder then
-  while true do
-    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-    if not head or head == ARGV[1] then break end
-    if grant(head) then holder = head break end
-  end
-  if not holder then
-    redis.call('ZREM', KEYS[2], ARGV[1])
-    redis.call('HDEL', KEYS[3], ARGV[1])
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', lease)
-    return taken()
+  holder = hand_on(me)
+  if not holder or holder == me then
+    -- Free: taken. Any place of this token still in the line is made void.
+    if old then redis.call('DEL', KEYS[3]) end
+    redis.call('SET', KEYS[1], me, 'PX', lease)
+    if idle > 0 then return {1, lease, next_fence(KEYS[4], idle)} end
+    return {1, lease, 0}
   end
 end
-local place = 0
-if ARGV[3] == '1' then
-  place = redis.call('ZSCORE', KEYS[2], ARGV[1])
-  if not place then
-    place = redis.call('INCR', KEYS[4])
-    redis.call('ZADD', KEYS[2], place, ARGV[1])
-  end
-  redis.call('HSET', KEYS[3], ARGV[1], (now() + ttl) .. ':' .. lease .. ':' .. ARGV[6])
-  for i = 2, 4 do
-    if redis.call('PTTL', KEYS[i]) < 2 * ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
+if not joining then return {0, redis.call('PTTL', KEYS[1]), 0} end
+local prev = old and string.match(old, '^%d+:(%d+):')
+if prev and redis.call('LPOS', KEYS[2], me .. ':' .. prev) then
+  stay = prev  -- still in the line: it keeps its place
+  redis.call('SET', KEYS[3], entry_value(stay), 'PX', ttl)
+else
+  if not written then redis.call('SET', KEYS[3], entry_value(stay), 'PX', ttl) end
+  if redis.call('RPUSH', KEYS[2], me .. ':' .. stay) == 1 then
+    redis.call('PEXPIRE', KEYS[2], 2 * ttl)
+  else
+    redis.call('PEXPIRE', KEYS[2], 2 * ttl, 'GT')
   end
 end
-return {0, redis.call('PTTL', KEYS[1]), tonumber(place)}
+return {0, -3, tonumber(stay)}
 )lua");
     return s;
   }
   ///@}
 
-  /// The release: deletes the key if it holds ARGV[1], then hands the lock
-  /// to the first live waiter. KEYS[1] lock, KEYS[2] line, KEYS[3] entries,
-  /// KEYS[4] release marker; ARGV[1] token, ARGV[2] marker ttl ms, ARGV[3]
-  /// channel, ARGV[4] "1" for a retry (answered from the marker). 1 released,
-  /// 0 not ours; a lock found free (its lease ran out) is handed on too. @{
+  /// The release: if the key holds ARGV[1], hands the lock to the first live
+  /// waiter (writing its token over ours) or, with none, deletes the key.
+  /// KEYS[1] lock, KEYS[2] line; ARGV[1] token, ARGV[2] channel, ARGV[3]
+  /// the entries' prefix. 1 released, 0 not ours; a lock found free (its
+  /// lease ran out) is handed on too. One that hands on runs GET, LPOP,
+  /// the entry's GET, SET and PUBLISH. @{
   static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
-    static const redis::script s(ext::release_memory::remembered(prelude(3, Sharded) + R"lua(
-result = 0
+    static const redis::script s(prelude(2, 3, Sharded) + R"lua(
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  result = 1
+  if not hand_on(nil) then redis.call('DEL', KEYS[1]) end
+  return 1
 end
-if result == 1 or not holder then hand_on() end
-)lua", 4, 2, 4));
+if not holder then hand_on(nil) end
+return 0
+)lua");
     return s;
   }
   ///@}
 
-  /// Leaves the line. KEYS[1] lock, KEYS[2] line, KEYS[3] entries, KEYS[4]
-  /// the last try's cancellation marker (cancelled_key); ARGV[1] token,
-  /// ARGV[2] channel, ARGV[3] the marker's ttl ms. 1: the lock was granted
-  /// to this token before it could leave (it holds it now); 0: it left (and
-  /// a free lock went on). Either way the marker is set first, so that the
-  /// last try, if it is still on its way, finds it and does nothing. @{
+  /// Leaves the line. KEYS[1] lock, KEYS[2] line, KEYS[3] this waiter's
+  /// entry; ARGV[1] token, ARGV[2] channel, ARGV[3] the entries' prefix,
+  /// ARGV[4] leave memory ms. 1: the lock was granted to this token before
+  /// it could leave (it holds it now); 0: it left (and a free lock went
+  /// on). Either way its entry becomes "x" for the leave memory: its places
+  /// in the line are void (the next hand-on drops them), and a try of its
+  /// that arrives later does nothing. @{
   static const redis::script& leave_script(bool sharded) { return sharded ? leave_script<true>() : leave_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& leave_script() {
-    static const redis::script s(prelude(2, Sharded) + R"lua(
-local marker = tonumber(ARGV[3])
-if not marker or marker < 1 or marker > 1e12 or marker % 1 ~= 0 then
+    static const redis::script s(prelude(2, 3, Sharded) + R"lua(
+local memory = tonumber(ARGV[4])
+if not memory or memory < 1 or memory > 1e12 or memory % 1 ~= 0 then
   return redis.error_reply('ERR dlock: marker ttl out of range')
 end
-redis.call('SET', KEYS[4], '1', 'PX', marker)
+redis.call('SET', KEYS[3], 'x', 'PX', memory)
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then return 1 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-if not holder then hand_on() end
+if not holder then hand_on(nil) end
 return 0
 )lua");
     return s;
@@ -237,16 +241,17 @@ return 0
 
   /// Refreshes the entry of each given waiter still in the line, then hands
   /// a free lock on (its holder's lease ran out). KEYS[1] lock, KEYS[2]
-  /// line, KEYS[3] entries, KEYS[4] arrival counter; ARGV[1] channel, then
-  /// for each waiter of one backend its token and its entry's ttl ms. For
-  /// each waiter: its place (still waiting, entry refreshed), -1 (it holds
-  /// the lock: granted, its message may be lost) or 0 (not in the line). @{
+  /// line; ARGV[1] channel, ARGV[2] the entries' prefix, then for each
+  /// waiter of one backend its token and its entry's ttl ms. For each
+  /// waiter: its stay (still waiting, entry refreshed), -1 (it holds the
+  /// lock: granted, its message may be lost) or 0 (not in the line: its
+  /// entry lapsed, or its place was taken off). @{
   static const redis::script& refresh_script(bool sharded) { return sharded ? refresh_script<true>() : refresh_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& refresh_script() {
-    static const redis::script s(prelude(1, Sharded) + R"lua(
+    static const redis::script s(prelude(1, 2, Sharded) + R"lua(
 local longest = 0
-for i = 3, #ARGV, 2 do  -- every ttl checked before anything is written
+for i = 4, #ARGV, 2 do  -- every ttl checked before anything is written
   local ttl = tonumber(ARGV[i])
   if not ttl or ttl < 1 or ttl > 1e12 or ttl % 1 ~= 0 then
     return redis.error_reply('ERR dlock: entry ttl out of range')
@@ -255,29 +260,29 @@ for i = 3, #ARGV, 2 do  -- every ttl checked before anything is written
 end
 -- Refresh first, so that a waiter whose entry was about to lapse is not
 -- dropped by the hand-on below.
-local places, refreshed = {}, false
-for i = 2, #ARGV, 2 do
+local places, line = {}, nil
+for i = 3, #ARGV, 2 do
   local who = ARGV[i]
-  local place = redis.call('ZSCORE', KEYS[2], who)
-  local entry = place and redis.call('HGET', KEYS[3], who)
-  local rest = entry and string.match(entry, '^%d+:(.*)$')
-  if rest then
-    redis.call('HSET', KEYS[3], who, (now() + tonumber(ARGV[i + 1])) .. ':' .. rest)
-    places[who] = tonumber(place)
-    refreshed = true
+  local entry = redis.call('GET', ARGV[2] .. who)
+  local stay = entry and string.match(entry, '^%d+:(%d+):')
+  if stay then
+    if not line then
+      line = {}
+      for _, place in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do line[place] = true end
+    end
+    if line[who .. ':' .. stay] then
+      redis.call('PEXPIRE', ARGV[2] .. who, ARGV[i + 1])
+      places[who] = tonumber(stay)
+    end
   end
 end
+if next(places) then redis.call('PEXPIRE', KEYS[2], 2 * longest, 'GT') end
 local holder = redis.call('GET', KEYS[1])
-if not holder then holder = hand_on() end
+if not holder then holder = hand_on(nil) end
 local out = {}
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local who = ARGV[i]
   if holder == who then out[#out + 1] = -1 else out[#out + 1] = places[who] or 0 end
-end
-if refreshed then
-  for i = 2, 4 do
-    if redis.call('PTTL', KEYS[i]) < 2 * longest then redis.call('PEXPIRE', KEYS[i], 2 * longest) end
-  end
 end
 return out
 )lua");
@@ -291,9 +296,7 @@ return out
   static script_call refresh_call(const std::string& name,
                                   const std::vector<std::pair<std::string, milliseconds>>& waiters,
                                   bool sharded = false) {
-    script_call call{&refresh_script(sharded),
-                     {name, queue_key(name), entries_key(name), seq_key(name)},
-                     {channel(name)}};
+    script_call call{&refresh_script(sharded), {name, queue_key(name)}, {channel(name), entry_prefix(name)}};
     for (auto& [token, ttl] : waiters) {
       call.args.push_back(token);
       call.args.push_back(std::to_string(ttl.count()));
@@ -326,11 +329,22 @@ return out
       line.joined = true;  // from here the entry may exist, whatever the reply
       line.since = sent;
     }
-    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), seq_key(rec.name),
-                                  ext::fence_key(rec.name), cancelled_key(rec)};
-    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), join ? "1" : "0",
-                                  std::to_string(line.entry_ttl.count()), channel(rec.name),
-                                  backend.client_id(), ext::fence_arg(fencing)};
+    // Each try that joins offers a new stay; the reply says which one the
+    // waiter has (an older one when it is still in the line).
+    const std::int64_t stay = join ? ++line.stays : 0;
+    std::vector<std::string> keys{rec.name, queue_key(rec.name), entry_key(rec.name, rec.owner),
+                                  ext::fence_key(rec.name)};
+    std::vector<std::string> args{rec.owner,
+                                  std::to_string(rec.lease.count()),
+                                  join ? "1" : "0",
+                                  std::to_string(line.entry_ttl.count()),
+                                  channel(rec.name),
+                                  backend.client_id(),
+                                  ext::fence_arg(fencing),
+                                  std::to_string(stay),
+                                  line.joined ? "1" : "0",
+                                  entry_prefix(rec.name),
+                                  std::to_string(leave_memory.count())};
     auto [ec, v] = co_await ext::acknowledged_eval(backend, rec.acks, acquire_script(ext::sharded_pubsub(backend)),
                                                         std::move(keys), std::move(args));
     ext::note(rec, ec, v);
@@ -362,6 +376,9 @@ return out
           line.since = sent;  // no grant of this place before this try ran
           line.place = *place;
         }
+        // -3: a try that joined does not ask the holder's PTTL (the
+        // waiter's refreshes notice a lease that ran out).
+        if (*left == -3) co_return std::pair{error_code{}, attempt{false, std::nullopt}};
         co_return std::pair{error_code{}, attempt{false, milliseconds(*left == -2 ? 0 : *left)}};
       }
       case 3:  // only a try its own waiter gave up (left after) can read this
@@ -371,29 +388,35 @@ return out
     }
   }
 
-  /// Runs release_script(): released (1; the lock goes on to the next waiter) or lease_lost (0: not ours).
+  /// Runs release_script(): released (1; the lock goes on to the next
+  /// waiter) or lease_lost (0: not ours). A retry after outcome_unknown is
+  /// resolved from the key, as Token's: the key can hold this token only
+  /// until this hold's release runs, so a retry that finds it gone or
+  /// another's reports released when its first attempt left while the hold
+  /// was still safe to trust (a release that ran hands on only once: the
+  /// retry finds the next waiter's token).
   template <class B>
-  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, ext::hold_record& rec) const {
-    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name),
-                                  ext::release_memory::key(rec)};
-    std::vector<std::string> args{rec.owner, release_memory.ttl(), channel(rec.name),
-                                  ext::release_memory::retry_flag(rec)};
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, record& rec) const {
+    const bool retry = rec.release_retry;
+    if (!retry) rec.state.first_release_in_lease = rec.remaining() > milliseconds::zero();
+    std::vector<std::string> keys{rec.name, queue_key(rec.name)};
+    std::vector<std::string> args{rec.owner, channel(rec.name), entry_prefix(rec.name)};
     auto [ec, v] = co_await ext::eval(backend, release_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     ext::note(rec, ec, v);
-    co_return ext::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
+    co_return ext::retried_release(retry, rec.state.first_release_in_lease, ext::deleted(ec, v));
   }
 
   /// Leaves the line (a wait that timed out, was cancelled or failed), in
   /// the same script that checks for a grant: true when the lock was
-  /// granted first, and is held now. The last try is cancelled on the way:
-  /// a try whose reply never came may still be in the network (or in a
-  /// stalled connection's buffers), and if it ran after this leave it could
-  /// take the lock for a waiter that is gone.
+  /// granted first, and is held now. Its tries are cancelled on the way: one
+  /// whose reply never came (in a stalled connection) could otherwise run
+  /// later and take the lock for a waiter that is gone.
   template <class B>
   asio::awaitable<std::pair<error_code, bool>> leave(B& backend, record& rec) const {
-    std::vector<std::string> keys{rec.name, queue_key(rec.name), entries_key(rec.name), cancelled_key(rec)};
-    std::vector<std::string> args{rec.owner, channel(rec.name), release_memory.ttl()};
+    std::vector<std::string> keys{rec.name, queue_key(rec.name), entry_key(rec.name, rec.owner)};
+    std::vector<std::string> args{rec.owner, channel(rec.name), entry_prefix(rec.name),
+                                  std::to_string(leave_memory.count())};
     auto [ec, v] = co_await ext::eval(backend, leave_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     ext::note(rec, ec, v);

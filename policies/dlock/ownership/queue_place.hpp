@@ -24,9 +24,15 @@ struct queue_place {
   /// send time of the last try whose reply said "queued" (or of the first
   /// try that joined). A grant's lease is counted from here.
   ext::steady::time_point since{};
-  /// The arrival number of its stay in the line, from the last "queued"
-  /// reply: a grant message counts only if it names this place (0: none).
+  /// Its stay in the line, from the last "queued" reply: a grant message
+  /// counts only if it names this stay (0: none).
   std::int64_t place = 0;
+  /// The stays offered so far: each try that joins offers the next one, so
+  /// a token's stays never repeat.
+  std::int64_t stays = 0;
+  /// Whether the first attempt of the release left while the hold was
+  /// still safe to trust (a retry reads a vanished key by it).
+  bool first_release_in_lease = false;
 
   /// A batched refresh, sent at `sent`, found this hold's token waiting
   /// in the line: a grant to it came later. Thread-safe (the refresher

@@ -31,9 +31,11 @@ namespace dlock::ownership {
 /// that finds the key gone still publishes (as Redisson does) but reports
 /// lease_lost rather than success; a retried release after outcome_unknown
 /// is answered from a short-lived marker key, so it never decrements twice;
-/// a winning acquire leaves such a marker too, so that a lost acquire reply
-/// is resolved exactly. Markers live `release_memory.window` (10 s) and
-/// share the lock's cluster slot.
+/// a winning acquire leaves a marker too, so that a lost acquire reply is
+/// resolved exactly: a re-entry as a key of its own, a first acquire as a
+/// second field of the new hash (`{name}:acquire:<attempt id>` = 1, gone
+/// with the hash), which costs no command of its own. Marker keys live
+/// `release_memory.window` (10 s) and share the lock's cluster slot.
 struct ReentrantHash {
   static constexpr const char* policy_name = "hash";  ///< its part of a combination's name ("hash/watchdog/pubsub")
   static constexpr bool owner_checked = true;  ///< release and extend act only on this owner's field
@@ -85,7 +87,8 @@ struct ReentrantHash {
   /// The acquire: a free lock becomes a hash with this owner's count at 1,
   /// one this owner holds gets 1 more, and either way the lease is reset;
   /// a lock held by another is left alone.
-  /// KEYS[1] lock, KEYS[2] acquire marker, KEYS[3] fence counter, KEYS[4]
+  /// KEYS[1] lock, KEYS[2] acquire marker (a first acquire writes its name
+  /// as a field of the hash, a re-entry as a key), KEYS[3] fence counter, KEYS[4]
   /// the line of waiter numbers; ARGV[1] lease ms, ARGV[2] owner field,
   /// ARGV[3] marker ttl ms, ARGV[4] the counter's idle ms ("0": no
   /// fencing), ARGV[5] the waiter's number, ARGV[6] what a failed try does
@@ -112,9 +115,8 @@ end
 local mode = ARGV[6] or '0'
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl == -2 then
-  redis.call('HSET', KEYS[1], ARGV[2], 1)
+  redis.call('HSET', KEYS[1], ARGV[2], 1, KEYS[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
   if mode == '2' then redis.call('LREM', KEYS[4], 0, ARGV[5]) end
   if idle > 0 then return {next_fence(KEYS[3], idle)} end
   return nil
@@ -182,21 +184,24 @@ local lease = tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
   return redis.error_reply('ERR dlock: lease out of range')
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
-  local left = redis.call('HINCRBY', KEYS[1], ARGV[3], -1)
-  if left > 0 then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    result = 0
-  else
-    redis.call('DEL', KEYS[1])
-    wake()
-    result = 1
-  end
-elseif redis.call('EXISTS', KEYS[1]) == 0 then
+local left = redis.call('HINCRBY', KEYS[1], ARGV[3], -1)
+if left > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  result = 0
+elseif left == 0 then
+  redis.call('DEL', KEYS[1])
   wake()
-  result = 2
+  result = 1
 else
-  result = 3
+  -- Not this owner's: the HINCRBY made the field (-1). Take it out again;
+  -- Redis deletes a hash left empty, so a key that was missing stays missing.
+  redis.call('HDEL', KEYS[1], ARGV[3])
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    wake()
+    result = 2
+  else
+    result = 3
+  end
 end
 )lua", 2, 4, 5));
     return s;
@@ -362,13 +367,28 @@ return out
     co_return ec;
   }
 
+  /// Whether an acquire try won, from the marker it leaves: a field of the
+  /// hash (a first acquire) or a key (a re-entry). KEYS[1] lock, KEYS[2]
+  /// the try's marker. 1 or 0; a key that is not a hash has no field.
+  static const redis::script& resolve_script() {
+    static const redis::script s(R"lua(
+if redis.call('EXISTS', KEYS[2]) == 1 then return 1 end
+local field = redis.pcall('HEXISTS', KEYS[1], KEYS[2])
+if type(field) == 'number' then return field end
+return 0
+)lua");
+    return s;
+  }
+
   /// After an acquire whose reply was lost: whether that try won, read from
   /// the marker a winning try leaves (a count comparison would be fooled by
-  /// another Lock object sharing this owner's field).
+  /// another Lock object sharing this owner's field). A first acquire's
+  /// marker goes with the hash: if its lease ran out before this question,
+  /// the try reads as not won, which is what it is by then.
   template <class B>
   asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const ext::hold_record& rec) const {
-    auto [ec, v] =
-        co_await ext::command(backend, rec.name, redis::request().push("EXISTS", ext::release_memory::acquire_key(rec)));
+    std::vector<std::string> keys{rec.name, ext::release_memory::acquire_key(rec)};
+    auto [ec, v] = co_await ext::eval(backend, resolve_script(), std::move(keys), std::vector<std::string>{});
     if (ec) co_return std::pair{ec, false};
     auto n = ext::integer_of(v);
     if (n != 0 && n != 1) co_return std::pair{error_code(error::unexpected_reply), false};

@@ -228,11 +228,7 @@ return 0
     std::vector<std::string> args{rec.owner};
     auto [ec, v] = co_await ext::eval(backend, release_script(), std::move(keys), std::move(args));
     ext::note(rec, ec, v);
-    auto result = ext::deleted(ec, v);  // 1 deleted, 0 not ours: as a DEL answers
-    if (retry && !result.first && result.second == release_outcome::lease_lost &&
-        rec.state.first_release_in_lease)
-      result.second = release_outcome::released;
-    co_return result;
+    co_return ext::retried_release(retry, rec.state.first_release_in_lease, ext::deleted(ec, v));
   }
 
   /// After an acquire whose reply was lost: whether the key holds this

@@ -38,8 +38,8 @@ namespace dlock::wait {
 /// cannot be run (a dropped connection), it is retried in the background
 /// until the entry has lapsed, and a grant found meanwhile is released.
 ///
-/// A grant message names the place in the line it was granted for; one
-/// about an earlier place (a grant that lapsed, say, before its message
+/// A grant message names the stay in the line it was granted for; one
+/// about an earlier stay (a grant that lapsed, say, before its message
 /// came) does not count: the waiter asks the key instead.
 ///
 /// The backend's subscription to the lock's grant channel outlives its
@@ -125,10 +125,10 @@ struct HandOff {
     /// or with operation_aborted when the acquire is cancelled during the sleep.
     asio::awaitable<error_code> wait(std::optional<milliseconds> held_for, ext::steady::time_point deadline) {
       if (state_->granted || std::exchange(state_->check, false)) co_return error_code{};
-      // Wake when the holder's lease could end (a dead holder's lock is
-      // handed on by the next try that sees it free); the entry's refreshes
-      // are the backend's batched ones, which wake this waiter if it must
-      // try (see poker()).
+      // Wake when the holder's lease could end, when a try said (a try
+      // that joins the line does not ask: Queue's batched refresh hands on
+      // a lock a dead holder left, and wakes this waiter if it must try,
+      // see poker()).
       auto until = deadline;
       if (held_for && *held_for >= milliseconds::zero()) until = std::min(until, ext::steady::now() + *held_for);
       state_->timer.expires_at(until);
