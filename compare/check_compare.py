@@ -346,6 +346,12 @@ def main():
                 fail(f"{c['name']}: contention with {x['workers']} workers looks wrong: {x}")
             if not (x["commands_per_acquisition"] > 0 and x["server_cpu_us_per_acquisition"] > 0):
                 fail(f"{c['name']}: no server cost with {x['workers']} workers: {x}")
+            # The same count command by command: the critical section's GET
+            # and SET are in it, and nothing else may be missing.
+            by_name = x.get("commands_by_name", {})
+            if not (by_name.get("get", 0) >= 1 and by_name.get("set", 0) >= 1
+                    and abs(sum(by_name.values()) - 2 - x["commands_per_acquisition"]) < 0.05):
+                fail(f"{c['name']}: commands by name do not add up with {x['workers']} workers: {x}")
             # Owner-checked designs must exclude: no overlapping holds, no lost update.
             if c["ownership"] in ("token", "hash", "queue") and (x["overlaps"] or x["lost_updates"]):
                 fail(f"{c['name']}: {x['overlaps']} overlaps, {x['lost_updates']} lost updates with {x['workers']} workers")

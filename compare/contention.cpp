@@ -31,14 +31,23 @@ std::vector<std::string_view> words(std::string_view line) {
   return out;
 }
 
-// The commands the server has run so far, and its CPU time.
+// The commands the server has run so far (in all, and by name), and its
+// CPU time.
 struct server_totals {
   std::int64_t commands = 0;
+  std::map<std::string, std::int64_t> by_name;
   double cpu_us = 0;
 };
 server_totals totals_of(RedisBackend& redis) {
   auto text = redis.command(redis::request().push("INFO", "cpu", "commandstats")).str;
-  return {total_calls(text), (info_number(text, "used_cpu_user") + info_number(text, "used_cpu_sys")) * 1e6};
+  server_totals t{total_calls(text), {}, (info_number(text, "used_cpu_user") + info_number(text, "used_cpu_sys")) * 1e6};
+  // "cmdstat_<name>:calls=<n>,..."
+  for (auto at = text.find("cmdstat_"); at != std::string::npos; at = text.find("cmdstat_", at + 8)) {
+    auto colon = text.find(":calls=", at);
+    if (colon == std::string::npos) break;
+    t.by_name[text.substr(at + 8, colon - at - 8)] = std::stoll(text.substr(colon + 7));
+  }
+  return t;
 }
 
 }  // namespace
@@ -89,6 +98,11 @@ contention_result contend(RedisBackend& redis, const std::string& name, const st
     r.commands_per_acquisition =
         static_cast<double>(after.commands - before.commands - 1 - 2 * static_cast<std::int64_t>(r.cycles)) / n;
     r.server_cpu_us_per_acquisition = (after.cpu_us - before.cpu_us) / n;
+    for (auto& [command, calls] : after.by_name) {
+      auto was = before.by_name.find(command);
+      auto ran = calls - (was == before.by_name.end() ? 0 : was->second) - (command == "info" ? 1 : 0);
+      if (ran > 0) r.commands_by_name[command] = static_cast<double>(ran) / n;
+    }
   }
   return r;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ struct contention_result {
   /// script counts with every command it runs, and the workers' connects
   /// and health checks count too.
   double commands_per_acquisition = 0;
+  /// The same, command by command (INFO commandstats' names: "get",
+  /// "evalsha"), the critical section's GET and SET included: what each
+  /// acquisition costs the server, in compare.json.
+  std::map<std::string, double> commands_by_name;
   /// The server's CPU time (INFO cpu, user + sys) over the run per
   /// acquisition: its networking included, the critical section's two
   /// commands and the workers' connects too.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -58,6 +59,13 @@ inline std::string padded(std::string s, std::size_t width) {
 }
 
 
+// {"get": 1.0, ...}: names are INFO's ("client|setname"), plain ASCII.
+inline std::string by_name_json(const std::map<std::string, double>& m) {
+  std::string out = "{";
+  for (auto& [name, n] : m) out += (out.size() > 1 ? ", \"" : "\"") + name + "\": " + number(n);
+  return out + "}";
+}
+
 inline std::string contention_json(const contention_result& c, double ping_us) {
   return "{\"workers\": " + std::to_string(c.workers) + ", \"seconds\": " + number(c.seconds) +
          ", \"cycles\": " + std::to_string(c.cycles) + ", \"cycles_per_s\": " + number(c.cycles_per_s) +
@@ -65,6 +73,7 @@ inline std::string contention_json(const contention_result& c, double ping_us) {
          ", \"handoff\": " + latency_json(c.handoff, ping_us) + ", \"most\": " + std::to_string(c.most) +
          ", \"fewest\": " + std::to_string(c.fewest) +
          ", \"commands_per_acquisition\": " + number(c.commands_per_acquisition) +
+         ", \"commands_by_name\": " + by_name_json(c.commands_by_name) +
          ", \"server_cpu_us_per_acquisition\": " + number(c.server_cpu_us_per_acquisition) +
          ", \"overlaps\": " + std::to_string(c.overlaps) + ", \"lost_updates\": " + std::to_string(c.lost_updates) +
          ", \"errors\": " + std::to_string(c.errors) + "}";
