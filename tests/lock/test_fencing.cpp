@@ -121,7 +121,7 @@ TEST_CASE("a hand-off's grant takes its token when it arrives", "[lock][fencing]
     return t;
   });
   // The waiter is in the line before the release hands the lock to it.
-  REQUIRE(dlock::test::wait_until([&] { return redis.server.command({"ZCARD", "{handed}:queue"}) == "1"; }));
+  REQUIRE(dlock::test::wait_until([&] { return redis.server.command({"LLEN", "{handed}:queue"}) == "1"; }));
   auto grants_before = dlock::test::command_calls(redis.server, "evalsha");
   first.release();
   auto second = waiter.get();

@@ -508,6 +508,31 @@ TEST_CASE("hand-off: the batched refresh keeps live places, reports void ones, a
   CHECK(queued(redis.backend, name) == 0);
 }
 
+TEST_CASE("hand-off: a try that keeps its place in the line keeps the line alive too", "[lock][queue]") {
+  // A waiter whose batched refreshes go unanswered keeps its entry alive
+  // with its own tries; the line must live as long, or every waiter in it
+  // would lose its place (and FIFO order) when it lapsed.
+  dlock::test::private_redis redis;
+  const std::string name = "kept-place";
+  auto cmd = [&](auto... parts) { return redis.backend.command(dlock::redis::request().push(parts...)); };
+  const auto line = o::Queue::queue_key(name), entry = o::Queue::entry_key(name, "me");
+  cmd("SET", name, "holder", "PX", 30000);
+  cmd("RPUSH", line, "me:1");
+  cmd("PEXPIRE", line, 200);  // about to lapse
+  cmd("SET", entry, "30000:1:listener", "PX", 3000);
+  // KEYS lock, line, entry, fence counter; ARGV token, lease, join, entry
+  // ttl, channel, listener, fence idle, stay offered, joined before,
+  // entries' prefix, leave memory.
+  auto v = redis.backend.eval(o::Queue::acquire_script(), {name, line, entry, dlock::ext::fence_key(name)},
+                              {"me", "30000", "1", "3000", o::Queue::channel(name), "listener", "0", "2", "1",
+                               o::Queue::entry_prefix(name), "10000"});
+  REQUIRE(v.elements.size() == 3);
+  CHECK(v.elements[0].integer == 0);
+  CHECK(v.elements[2].integer == 1);  // its old stay: it kept its place
+  CHECK(cmd("LRANGE", line, 0, -1).elements.size() == 1);
+  CHECK(integer(cmd("PTTL", line)) > 3000);  // pushed back with the entry (twice its ttl)
+}
+
 TEST_CASE("hand-off: the grant subscription outlives the last waiter by its linger, then ends", "[lock][queue]") {
   dlock::test::private_redis redis;
   auto other = redis.another_backend();

@@ -55,8 +55,7 @@ struct Queue : Token {
   static constexpr bool queues = true;  ///< keeps a line of waiters, to which its release hands the lock
 
   /// How long a waiter that left the line is remembered (10 s): a try of
-  /// its that reaches the server later (sent on a connection that stalled)
-  /// does nothing.
+  /// its that reaches the server later (a stalled connection) does nothing.
   milliseconds leave_memory{10000};
 
   /// Token's check (fencing), then leave_memory's (above zero).
@@ -176,8 +175,9 @@ end
 if not joining then return {0, redis.call('PTTL', KEYS[1]), 0} end
 local prev = old and string.match(old, '^%d+:(%d+):')
 if prev and redis.call('LPOS', KEYS[2], me .. ':' .. prev) then
-  stay = prev  -- still in the line: it keeps its place
+  stay = prev  -- still in the line: it keeps its place, and the line lives on
   redis.call('SET', KEYS[3], entry_value(stay), 'PX', ttl)
+  redis.call('PEXPIRE', KEYS[2], 2 * ttl, 'GT')
 else
   if not written then redis.call('SET', KEYS[3], entry_value(stay), 'PX', ttl) end
   if redis.call('RPUSH', KEYS[2], me .. ':' .. stay) == 1 then
