@@ -75,6 +75,8 @@ using detail::fence_of;   ///< a token in a reply: a positive integer, else null
 
 // Publishing from a script the way the backend's waiters listen.
 using detail::publish_verb;     ///< "SPUBLISH" on sharded pub/sub, else "PUBLISH"
+using detail::counts_subscribers;  ///< whether a script on B can count a release channel's subscribers
+using detail::presence_suffix;  ///< the suffix of a release channel's presence channel (dlock's waiting clients)
 using detail::release_channel;  ///< O's channel on B, in the lock's slot on sharded pub/sub
 using detail::sharded_pubsub;   ///< whether backend B listens on shard channels
 

@@ -108,6 +108,7 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
   }
 
   std::size_t channel_count() const { return channel_count_.load(); }
+  std::size_t message_count() const { return message_count_.load(std::memory_order_relaxed); }
 
  private:
   struct waiter {
@@ -268,6 +269,7 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
   void notify(const std::string& channel, std::optional<std::string_view> message) {
     auto it = channels_.find(channel);
     if (it == channels_.end()) return;
+    if (message) message_count_.fetch_add(1, std::memory_order_relaxed);
     std::vector<listener> targets;
     for (auto& [id, l] : it->second.listeners) targets.push_back(l);
     for (auto& l : targets) call_listener(channel, l, message);
@@ -286,7 +288,10 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
 
   connection conn_;
   asio::steady_timer retry_timer_;
-  std::unordered_map<std::string, entry> channels_;
+  // Ordered: a reconnect restores a channel before the channels named after
+  // it ("<channel>:dlock", a release channel's presence channel, must not be
+  // up while the channel itself is not: see detail::presence_suffix).
+  std::map<std::string, entry> channels_;
   std::uint64_t next_id_ = 0;
   std::uint64_t next_generation_ = 0;
   std::size_t connects_ = 0;
@@ -295,6 +300,7 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
   bool retry_armed_ = false;
   bool stopped_ = false;
   std::atomic<std::size_t> channel_count_{0};  // readable from any thread
+  std::atomic<std::size_t> message_count_{0};  // messages on subscribed channels, readable from any thread
 };
 
 void call_listener(const std::string& channel, const listener& l, std::optional<std::string_view> message) noexcept {
@@ -357,6 +363,7 @@ void subscriber::start() { impl_->link().start(); }
 void subscriber::stop() { impl_->stop(); }
 
 std::size_t subscriber::channel_count() const { return impl_->channel_count(); }
+std::size_t subscriber::message_count() const { return impl_->message_count(); }
 
 void subscriber::set_channel_lost_handler(std::function<void(const std::string&)> handler) {
   impl_->set_lost_handler(std::move(handler));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <dlock/detail/key_slot.hpp>
+#include <dlock/dlock.hpp>
 #include <support/redis_server.hpp>
 
 namespace {
@@ -50,4 +51,34 @@ TEST_CASE("a name that can be its own tag stays readable in its markers", "[keys
   auto marker = same_slot_key("a}b", "acquire:x");
   CHECK(marker.find("{slot-") == 0);
   CHECK(dlock::detail::key_slot(marker) == dlock::detail::key_slot("a}b"));
+}
+
+TEST_CASE("a release channel on sharded pub/sub keeps its slot when a suffix is added", "[keys][pubsub]") {
+  using dlock::detail::key_slot;
+  // What a cluster backend with sharded pub/sub looks like to
+  // release_channel: a sharded_pubsub() that says true.
+  struct sharded {
+    bool sharded_pubsub() const { return true; }
+  };
+  // A name starting with "}" leaves Redisson's channel
+  // ("redisson_lock__channel:{}...}") without a hash tag: the whole channel
+  // is hashed. Find one whose channel lands in the lock's slot all the same,
+  // so that only the missing tag can send it elsewhere.
+  std::string unlucky;
+  for (int n = 0; n < 2000000 && unlucky.empty(); ++n) {
+    auto name = "}" + std::to_string(n);
+    if (key_slot(dlock::ownership::ReentrantHash::channel(name)) == key_slot(name)) unlucky = name;
+  }
+  REQUIRE_FALSE(unlucky.empty());
+  auto names = awkward_names();
+  names.push_back(unlucky);
+  for (const auto& name : names) {
+    CAPTURE(name);
+    auto channel = dlock::ext::release_channel<dlock::ownership::ReentrantHash>(sharded{}, name);
+    CAPTURE(channel);
+    CHECK(key_slot(channel) == key_slot(name));
+    // A waiting client's own channel and the presence channel.
+    CHECK(key_slot(channel + ":0123456789abcdef") == key_slot(name));
+    CHECK(key_slot(channel + std::string(dlock::ext::presence_suffix)) == key_slot(name));
+  }
 }

@@ -271,9 +271,10 @@ TEST_CASE("a hash release that is not its owner's leaves the key as it found it"
   const auto& release = o::ReentrantHash::release_script();
   auto run = [&](const std::string& name, const std::string& field) {
     // KEYS lock, release marker, waiters; ARGV unlock message, lease, field,
-    // marker ttl, retry flag, channel.
+    // marker ttl, retry flag, channel, "1": it can count the channel's
+    // subscribers.
     return redis.backend.eval(release, {name, "{" + name + "}:release:r", o::ReentrantHash::waiters_key(name)},
-                              {"0", "30000", field, "10000", "0", o::ReentrantHash::channel(name)})
+                              {"0", "30000", field, "10000", "0", o::ReentrantHash::channel(name), "1"})
         .integer;
   };
   // The release takes 1 first and looks after: each path must undo what

@@ -216,6 +216,12 @@ TEST_CASE("a release makes one waiting client try, however many clients wait", "
       // Every waiter has its number in the line: all are asleep.
       REQUIRE(dlock::test::wait_until([&] { return registered(redis.server, name) == clients; }, scaled(30s)));
       std::this_thread::sleep_for(scaled(100ms));
+      auto heard = [&] {
+        std::size_t n = 0;
+        for (auto& b : backends) n += b->subscriber().message_count();
+        return n;
+      };
+      const auto heard_before = heard();
       auto before = script_calls(redis.server);
       hold.release();
       for (auto& f : done) REQUIRE(f.wait_for(scaled(30s)) == std::future_status::ready);
@@ -224,6 +230,14 @@ TEST_CASE("a release makes one waiting client try, however many clients wait", "
       // per client would cost clients + (clients - 1) + ... tries.
       CHECK(script_calls(redis.server) - before == 2 * clients + 1);
       CHECK(registered(redis.server, name) == 0);
+      // Who heard them: each named release reached one client (on its own
+      // channel; no "00", for nobody but dlock listens), and the last, with
+      // the line empty, every client ("0", on the lock's channel: their
+      // subscriptions linger). A release heard by every client would make
+      // clients * clients messages.
+      CHECK(dlock::test::wait_until([&] { return heard() - heard_before >= std::size_t(2 * clients); }));
+      std::this_thread::sleep_for(scaled(100ms));
+      CHECK(heard() - heard_before == std::size_t(2 * clients));
     }
   }
 }
@@ -242,14 +256,13 @@ TEST_CASE("Redisson interop both ways: dlock's release wakes Redisson's waiters,
     REQUIRE(dlock::test::wait_until([&] { return registered(redis.server, name) == 1; }));
     hold.release();
     REQUIRE(waiting.wait_for(scaled(5s)) == std::future_status::ready);
-    REQUIRE(redisson.hears(3));
+    REQUIRE(redisson.hears(2));
     auto heard = redisson.messages();
-    // The waiter's number: a long that Redisson's waiters ignore (they act
-    // on 0, unlock, and 1, read unlock).
-    CHECK(java_long(heard[0]) >= 2);
-    CHECK(java_long(heard[1]) == 0);  // "00": Redisson's unlock message, which dlock ignores
-    CHECK(heard[1] != "0");
-    CHECK(heard[2] == "0");  // the waiter's release, with nobody in the line: "0", as Redisson's
+    // The waiter's number went to its own client's channel; the lock's
+    // channel has a subscriber that is not dlock's, so "00" follows there.
+    CHECK(java_long(heard[0]) == 0);  // "00": Redisson's unlock message, which dlock ignores
+    CHECK(heard[0] != "0");
+    CHECK(heard[1] == "0");  // the waiter's release, with nobody in the line: "0", as Redisson's
   }
 
   SECTION("Redisson's unlock wakes a dlock waiter") {
@@ -273,8 +286,8 @@ TEST_CASE("a wake named for a waiter that died is recovered by the re-check", "[
   auto other = redis.another_backend();
   WatchdogHash holder(redis.backend, name);  // Watchdog: a 30 s lease
   auto hold = holder.acquire();
-  // A waiter that died after it registered: its number first in the line.
-  redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "4242424242"});
+  // A waiter that died after it registered: its entry first in the line.
+  redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "4242424242:0badc0de"});
   auto wait_behind_it = [&](const w::PubSub& wait, std::chrono::milliseconds limit) {
     return std::async(std::launch::async, [&name, wait, limit, &other] {
       WatchdogHash waiter(other, name, {}, {}, wait);
@@ -311,7 +324,7 @@ TEST_CASE("when a backend's first waiter leaves, the re-check bounds the next on
   auto first_done = std::async(std::launch::async, [&] { first.acquire().release(); });
   REQUIRE(dlock::test::wait_until([&] { return registered(redis.server, name) == 1; }));
   // A waiter that died, between the two: the first's release names it.
-  redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "4242424242"});
+  redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "4242424242:0badc0de"});
   auto second_got = std::async(std::launch::async, [&] {
     bool got = second.try_lock_for(scaled(60s));
     if (got) second.unlock();
@@ -344,13 +357,24 @@ TEST_CASE("a waiter that gives up after it was named passes the turn on", "[pubs
   auto run = [&](auto op) { return asio::co_spawn(redis.backend.get_executor(), std::move(op), asio::use_future).get(); };
   o::ReentrantHash::record rec;
   rec.name = name;
-  rec.state.number = "1111";  // a release took it and named it; "2222" waits behind
-  redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "2222"});
+  rec.state.number = "1111:00ff";  // a release took it and named it; "2222:beef" waits behind
+  listener next_client(redis.backend, o::ReentrantHash::channel(name) + ":beef");  // that waiter's client
+  redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "2222:beef"});
   SECTION("the lock is free: the next waiter is named") {
     CHECK_FALSE(run(hash.forget_waiter(redis.backend, rec, true)));
-    REQUIRE(heard.hears(2));
-    CHECK(heard.messages() == std::vector<std::string>{"2222", "00"});
+    REQUIRE(next_client.hears(1));
+    CHECK(next_client.messages() == std::vector<std::string>{"2222"});
+    REQUIRE(heard.hears(1));  // a subscriber that is not dlock's: "00" for it
+    CHECK(heard.messages() == std::vector<std::string>{"00"});
     CHECK(registered(redis.server, name) == 0);
+  }
+  SECTION("an entry of an older dlock (a bare number) is published on the lock's channel") {
+    redis.server.command({"LPOP", o::ReentrantHash::waiters_key(name)});
+    redis.server.command({"RPUSH", o::ReentrantHash::waiters_key(name), "3333"});
+    CHECK_FALSE(run(hash.forget_waiter(redis.backend, rec, true)));
+    REQUIRE(heard.hears(2));
+    CHECK(heard.messages() == std::vector<std::string>{"3333", "00"});
+    CHECK(next_client.messages().empty());
   }
   SECTION("the lock is held again: its holder's release will name the next") {
     redis.server.command({"HSET", name, "someone:1", "1"});

@@ -30,6 +30,14 @@ namespace dlock::detail {
 namespace asio = boost::asio;
 using redis::error_code;
 
+/// A channel's subscription may take in more channels than the one it is
+/// named after: that one and then, in this order, the name plus each of
+/// `suffixes` (wake_groups: the presence channel and the backend's own).
+/// They are joined one after another, each once the one before is
+/// confirmed, and left in the reverse order; their messages all go to the
+/// channel's members, and a reconnect's notice (nullopt) only once, from
+/// the first.
+///
 /// `Members` is what one channel keeps of its waiters (a container with
 /// `empty()` and `size()`), touched only under the mutex; `on_message` is
 /// called with a channel's members and each message (nullopt after the
@@ -43,10 +51,27 @@ using redis::error_code;
 template <class B, class Members>
 class channel_subscriptions {
  public:
+  // The subscriptions of one channel, ended in the reverse order of their
+  // making (a vector ends its elements in no promised order).
+  struct subscriptions {
+    std::vector<redis::subscription> subs;
+    subscriptions() = default;
+    subscriptions(subscriptions&&) noexcept = default;
+    subscriptions& operator=(subscriptions&& other) noexcept {
+      clear();
+      subs = std::move(other.subs);
+      return *this;
+    }
+    ~subscriptions() { clear(); }
+    void clear() {
+      while (!subs.empty()) subs.pop_back();
+    }
+  };
+
   struct channel {
     std::string key;  // routes its subscription: its messages come from scripts on this key
     Members members;
-    redis::subscription sub;
+    subscriptions sub;
     bool ready = false, subscribing = false;
     // Waiting for `sub`: told the error and, when the server refused the
     // subscribe, its words.
@@ -58,10 +83,13 @@ class channel_subscriptions {
   struct shared {
     std::mutex m;
     std::map<std::string, std::shared_ptr<channel>, std::less<>> channels;
+    std::vector<std::string> suffixes;  // set once, before any subscription
   };
 
-  channel_subscriptions(B& backend, message_handler on_message)
-      : backend_(backend), on_message_(std::move(on_message)), shared_(std::make_shared<shared>()) {}
+  channel_subscriptions(B& backend, message_handler on_message, std::vector<std::string> suffixes = {})
+      : backend_(backend), on_message_(std::move(on_message)), shared_(std::make_shared<shared>()) {
+    shared_->suffixes = std::move(suffixes);
+  }
 
   ~channel_subscriptions() {
     std::map<std::string, std::shared_ptr<channel>, std::less<>> channels;
@@ -101,7 +129,7 @@ class channel_subscriptions {
                     const std::string& name, std::chrono::milliseconds linger, F&& part) {
     auto s = weak.lock();
     if (!s) return;
-    redis::subscription last;  // unsubscribed outside the mutex
+    subscriptions last;  // unsubscribed outside the mutex
     std::uint64_t epoch = 0;
     {
       std::lock_guard g(s->m);
@@ -119,7 +147,7 @@ class channel_subscriptions {
     timer->async_wait([timer, weak, c, name, epoch](const error_code&) {
       auto s = weak.lock();
       if (!s) return;
-      redis::subscription last;  // unsubscribed outside the mutex
+      subscriptions last;  // unsubscribed outside the mutex (declared first: ends after the lock)
       std::lock_guard g(s->m);
       if (!c->members.empty() || c->idle_epoch != epoch || c->subscribing) return;
       last = drop(*s, c, name);
@@ -178,7 +206,7 @@ class channel_subscriptions {
  private:
   // Takes `c` out of the map (if it is still there) and gives back its
   // subscription, to be ended outside the mutex. Under the mutex.
-  static redis::subscription drop(shared& s, const std::shared_ptr<channel>& c, const std::string& name) {
+  static subscriptions drop(shared& s, const std::shared_ptr<channel>& c, const std::string& name) {
     c->ready = false;
     if (auto it = s.channels.find(name); it != s.channels.end() && it->second == c) s.channels.erase(it);
     return std::move(c->sub);
@@ -194,20 +222,47 @@ class channel_subscriptions {
       std::lock_guard lk(s->m);
       on_message(c->members, message);
     };
-    backend_.async_subscribe(c->key, name, std::move(listener), [weak, c, name](error_code ec, redis::subscription sub) {
+    subscribe_from(backend_, weak, c, name, std::move(listener), 0, std::make_shared<subscriptions>());
+  }
+
+  // Subscribes the channel's `i`-th name (0: the name itself, then the
+  // suffixes), then the next; the last one's confirmation (or the first
+  // error) completes the joiners.
+  // suffixes are set before the first subscription and never change after.
+  static void subscribe_from(B& backend, const std::weak_ptr<shared>& weak, const std::shared_ptr<channel>& c,
+                             const std::string& name, redis::listener listener, std::size_t i,
+                             std::shared_ptr<subscriptions> made) {
+    auto s = weak.lock();
+    if (!s) return;
+    const std::string channel_name = i == 0 ? name : name + s->suffixes[i - 1];
+    // A reconnect restores them all, on one connection: the first one's
+    // notice (nullopt) is the channel's, and the others' would only wake
+    // its members twice more.
+    redis::listener heard = listener;
+    if (i > 0)
+      heard = [listener](std::optional<std::string_view> message) {
+        if (message) listener(message);
+      };
+    backend.async_subscribe(c->key, channel_name, std::move(heard),
+                            [&backend, weak, c, name, listener, i, made](error_code ec, redis::subscription sub) mutable {
       auto s = weak.lock();
       if (!s) return;
-      std::vector<std::function<void(error_code, const std::string&)>> joining;
       const std::string refusal = sub.server_reply();  // taken before `sub` may move
-      redis::subscription unused;  // unsubscribed outside the mutex
+      if (!ec) made->subs.push_back(std::move(sub));
+      if (!ec && i < s->suffixes.size())
+        return subscribe_from(backend, weak, c, name, std::move(listener), i + 1, std::move(made));
+      std::vector<std::function<void(error_code, const std::string&)>> joining;
+      subscriptions unused;  // unsubscribed outside the mutex (declared first: ends after the lock)
       {
         std::lock_guard lk(s->m);
         c->subscribing = false;
         joining.swap(c->joining);
         if (!ec) {
-          c->sub = std::move(sub);
+          c->sub = std::move(*made);
           c->ready = true;
           if (c->members.empty()) unused = drop(*s, c, name);  // everyone left meanwhile
+        } else {
+          unused = std::move(*made);  // the channels joined before the one that failed
         }
       }
       for (auto& j : joining) j(ec, refusal);

@@ -23,7 +23,10 @@ struct named_waiter {
     join,    ///< registers it: it is surely not in the line
     rejoin,  ///< registers it unless it is there already (woken by a timer or an unnamed message); a win takes it out
   };
-  std::string number;  ///< the waiter's number, decimal (see waiter_number); empty: none
+  /// The waiter's entry in the line: its number (decimal, see
+  /// waiter_number), ":", and its backend's tag, which names the channel
+  /// the release publishes the number on (see wake_groups); empty: none.
+  std::string number;
   join_mode mode = join_mode::none;
   /// Set by a failed rejoin try: whether it appended the number (it was not
   /// in the line: a release had taken it, and that release's wake may still

@@ -25,6 +25,27 @@ bool sharded_pubsub(const B& backend) {
 /// The command a script publishes with: SPUBLISH or PUBLISH.
 constexpr std::string_view publish_verb(bool sharded) { return sharded ? "SPUBLISH" : "PUBLISH"; }
 
+/// Whether a script can count a release channel's subscribers (PUBSUB
+/// NUMSUB, or SHARDNUMSUB on sharded pub/sub) on the node it runs on: true
+/// on one server and on Sentinel's master; on a cluster only with sharded
+/// pub/sub, where a shard channel's subscribers are all on its slot's
+/// node. With classic pub/sub on a cluster, every node counts only its own
+/// subscribers. A backend is taken for a cluster by its `sharded_pubsub()`
+/// member.
+template <class B>
+bool counts_subscribers(const B& backend) {
+  if constexpr (requires { { backend.sharded_pubsub() } -> std::convertible_to<bool>; })
+    return static_cast<bool>(backend.sharded_pubsub());
+  else return true;
+}
+
+/// The suffix of a release channel's presence channel, to which every dlock
+/// client that waits on the channel subscribes too (before the channel
+/// itself is left, after it is joined): the channel's subscribers less the
+/// presence channel's are the listeners that are not dlock's (Redisson's
+/// waiters), the only ones a named wake must still publish "00" for.
+inline constexpr std::string_view presence_suffix = ":dlock";
+
 /// The channel where ownership `O`'s releases publish on `backend`:
 /// `O::channel(name)`, except on sharded pub/sub when that channel lies in
 /// another cluster slot than the lock. A shard channel lives in the slot
@@ -33,10 +54,15 @@ constexpr std::string_view publish_verb(bool sharded) { return sharded ? "SPUBLI
 /// slot moves), so there the channel is the lock's own: "<name>:<channel>"
 /// in the lock's slot. Only names with braces get there (Redisson's
 /// "redisson_lock__channel:{a{b}c}" hashes "a{b", not the lock's "b").
+/// A channel there also needs a hash tag of its own (a name such as "}x"
+/// leaves Redisson's channel without one): the channels that are its name
+/// plus a suffix (a client's own channel, the presence channel) then stay
+/// in its slot.
 template <class O, class B>
 std::string release_channel(const B& backend, std::string_view name) {
   std::string channel = O::channel(name);
-  if (sharded_pubsub(backend) && !channel.empty() && key_slot(channel) != key_slot(name))
+  if (sharded_pubsub(backend) && !channel.empty() &&
+      (key_slot(channel) != key_slot(name) || hashed_part(channel).size() == channel.size()))
     return same_slot_key(name, channel);
   return channel;
 }

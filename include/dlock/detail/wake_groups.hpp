@@ -22,6 +22,8 @@
 
 #include <dlock/detail/channel_subscriptions.hpp>
 #include <dlock/detail/named_wake.hpp>
+#include <dlock/detail/publishing.hpp>
+#include <dlock/detail/random.hpp>
 
 namespace dlock::detail {
 
@@ -43,6 +45,16 @@ using redis::error_code;
 /// passed on by the server (the ownership's forget_waiter). When the
 /// subscriber reconnects (messages may have been lost), every waiter is
 /// woken to check the lock.
+///
+/// The fan-out: a release that names a waiter publishes its number on that
+/// waiter's backend's own channel (the release channel plus ":" and the
+/// backend's tag; each backend waiting on a lock subscribes to it), so one
+/// client hears it whatever the number of waiting clients; and "00" on the
+/// release channel only when some of its subscribers are not dlock's (the
+/// release counts them against the presence channel, ":dlock", to which
+/// each dlock backend waiting on the lock subscribes too). A line entry is
+/// thus "<number>:<tag>" (ticket::entry). Each backend still subscribes to
+/// the release channel itself, for the "0" of Redisson's unlock.
 ///
 /// A channel's subscription outlives its last waiter by the linger its
 /// waiters ask for (0: it ends with the last), so that a client that keeps
@@ -78,7 +90,7 @@ class wake_groups {
     ticket(wake_groups& owner, std::shared_ptr<typename engine::channel> g, std::string channel, std::uint64_t id,
            std::string number, std::chrono::milliseconds linger)
         : backend_(owner.backend_), groups_(owner.groups_), shared_(owner.groups_.weak()), group_(std::move(g)),
-          channel_(std::move(channel)), id_(id), number_(std::move(number)), linger_(linger) {}
+          channel_(std::move(channel)), id_(id), number_(std::move(number)), tag_(owner.tag_), linger_(linger) {}
     ~ticket() {
       // The line's subscription ends with its last waiter, or `linger` after.
       engine::leave(shared_, backend_, group_, channel_, linger_, [&](line& members) {
@@ -98,6 +110,11 @@ class wake_groups {
 
     /// This waiter's number (what a release names to wake it).
     const std::string& number() const noexcept { return number_; }
+
+    /// This waiter's entry in the lock's line: "<number>:<tag>", the tag
+    /// naming the backend's own channel, where a release that takes the
+    /// entry publishes the number.
+    std::string entry() const { return number_ + ":" + tag_; }
 
     /// Completes once the line's subscription is confirmed by the server
     /// (starting it if nobody has): a message published after that is not
@@ -155,10 +172,15 @@ class wake_groups {
     std::string channel_;
     std::uint64_t id_;
     std::string number_;
+    std::string tag_;
     std::chrono::milliseconds linger_;
   };
 
-  explicit wake_groups(B& backend) : backend_(backend), groups_(backend, &deliver) {}
+  /// Each channel's subscription takes in the presence channel and this
+  /// backend's own (see the class comment).
+  explicit wake_groups(B& backend)
+      : backend_(backend), tag_(random_hex(8)),
+        groups_(backend, &deliver, {std::string(presence_suffix), ":" + tag_}) {}
   wake_groups(const wake_groups&) = delete;
   wake_groups& operator=(const wake_groups&) = delete;
 
@@ -241,6 +263,7 @@ class wake_groups {
 
   B& backend_;
   std::atomic<std::uint64_t> next_id_{0};
+  std::string tag_;  // 64 random bits, hex: names this backend's own channel
   engine groups_;
 };
 

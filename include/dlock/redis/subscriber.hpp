@@ -81,6 +81,9 @@ class subscriber {
 
   /// The number of channels currently subscribed (for tests).
   std::size_t channel_count() const;
+  /// The number of messages received on subscribed channels since the
+  /// subscriber was made (for tests: who a release reaches).
+  std::size_t message_count() const;
   /// The underlying connection (for tests: statistics, drop_connection).
   connection& link() noexcept;
 

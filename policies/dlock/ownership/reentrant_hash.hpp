@@ -15,13 +15,18 @@ namespace dlock::ownership {
 /// answers nil (acquired or re-entered) or the holder's PTTL.
 ///
 /// Named wake-ups (with wait::PubSub): a try that fails while its waiter
-/// means to sleep puts the waiter's number (a random decimal, see
-/// ext::waiter_number) at the end of `{name}:waiters`, a list in the lock's
-/// slot. The release takes the first number off the list and publishes it,
-/// so one waiter tries, whichever client it is in, and then publishes
-/// `00`, which Redisson's waiters read as their unlock message (a Java long:
-/// 0) and dlock's ignore. With no number in the list it publishes `0`, as
-/// Redisson does: each dlock client wakes one of its waiters. A waiter that
+/// means to sleep puts the waiter's entry (`<number>:<tag>`: a random
+/// decimal, see ext::waiter_number, and its client's tag) at the end of
+/// `{name}:waiters`, a list in the lock's slot. The release takes the first
+/// entry off the list and publishes its number on that client's own channel
+/// (the lock's channel, ":", the tag), so one waiter tries and one client
+/// hears it, wherever the waiters are. Then, if the lock's channel has
+/// subscribers that are not dlock's (more than its presence channel
+/// `<channel>:dlock` has; where a script cannot count them, always), it
+/// publishes `00` there, which Redisson's waiters read as their unlock
+/// message (a Java long: 0) and dlock's ignore. With no entry in the list
+/// it publishes `0` on the lock's channel, as Redisson does: each dlock
+/// client wakes one of its waiters. A waiter that
 /// gives up takes its number out (forget_waiter). The list expires
 /// `waiter_line_life` after it was started, so numbers of waiters that died
 /// do not stay; a waiter woken for nothing is recovered by wait::PubSub's
@@ -49,13 +54,13 @@ struct ReentrantHash {
   using hold_state = ext::named_waiter;  ///< each hold's own part of its record: its waiter's number and how it registers
   using record = ext::hold_record_with<ext::named_waiter>;  ///< the record its operations take
 
-  /// How long the line of waiter numbers lives after it was started (60 s):
+  /// How long the line of waiter entries lives after it was started (60 s):
   /// numbers of waiters that died do not stay longer. A line that outlives
   /// it under constant contention starts again, its waiters re-registering
   /// at their next wake.
   static constexpr milliseconds waiter_line_life{60000};
 
-  /// The line of waiter numbers (a list), in the lock's cluster slot.
+  /// The line of waiter entries (a list), in the lock's cluster slot.
   static std::string waiters_key(std::string_view name) { return ext::same_slot_key(name, "waiters"); }
 
   /// How long a release remembers its result for a retry (10 s).
@@ -91,7 +96,7 @@ struct ReentrantHash {
   /// as a field of the hash, a re-entry as a key), KEYS[3] fence counter, KEYS[4]
   /// the line of waiter numbers; ARGV[1] lease ms, ARGV[2] owner field,
   /// ARGV[3] marker ttl ms, ARGV[4] the counter's idle ms ("0": no
-  /// fencing), ARGV[5] the waiter's number, ARGV[6] what a failed try does
+  /// fencing), ARGV[5] the waiter's entry, ARGV[6] what a failed try does
   /// with it: "1" appends it to the line, "2" appends it unless it is there
   /// (and a win takes it out), "0" or absent: nothing; ARGV[7] the line's
   /// life ms, set when a number starts it.
@@ -141,21 +146,34 @@ return ttl
   }
 
   /// How a script wakes the lock's next waiter (KEYS[waiters] the line of
-  /// numbers, ARGV[channel] the channel, ARGV[unlock] the unlock message):
-  /// the first number in the line, then "00" for Redisson's waiters; or,
-  /// with nobody in the line, the unlock message. The indices are the
-  /// script's own constants.
-  static std::string wake_lua(int waiters, int channel, int unlock, bool sharded) {
-    const std::string pub = "redis.call('" + std::string(ext::publish_verb(sharded)) + "', ARGV[" +
-                            std::to_string(channel) + "], ";
+  /// entries, ARGV[channel] the channel, ARGV[unlock] the unlock message,
+  /// ARGV[count] "1" when the script can count the channel's subscribers):
+  /// the first entry's number on its client's channel, then "00" on the
+  /// lock's channel when that has listeners that are not dlock's; or, with
+  /// nobody in the line, the unlock message. An entry not of the form
+  /// "<number>:<tag>" (an older dlock's) is published as it is, on the
+  /// lock's channel. The indices are the script's own constants.
+  static std::string wake_lua(int waiters, int channel, int unlock, int count, bool sharded) {
+    const std::string verb = "redis.call('" + std::string(ext::publish_verb(sharded)) + "', ";
+    const std::string ch = "ARGV[" + std::to_string(channel) + "]";
     return "local function wake()\n"
            "  local next = redis.call('LPOP', KEYS[" + std::to_string(waiters) + "])\n"
-           "  if next then\n"
-           "    " + pub + "next)\n"
-           "    " + pub + "'00')\n"
-           "  else\n"
-           "    " + pub + "ARGV[" + std::to_string(unlock) + "])\n"
+           "  if not next then\n"
+           "    " + verb + ch + ", ARGV[" + std::to_string(unlock) + "])\n"
+           "    return\n"
            "  end\n"
+           "  local number, tag = string.match(next, '^(%d+):(%x+)$')\n"
+           "  if not number then\n"
+           "    " + verb + ch + ", next)\n"
+           "  else\n"
+           "    " + verb + ch + " .. ':' .. tag, number)\n"
+           "    if ARGV[" + std::to_string(count) + "] == '1' then\n"
+           "      local n = redis.call('PUBSUB', '" + (sharded ? "SHARDNUMSUB" : "NUMSUB") + "', " + ch + ", " + ch +
+           " .. '" + std::string(ext::presence_suffix) + "')\n"
+           "      if n[2] <= n[4] then return end\n"
+           "    end\n"
+           "  end\n"
+           "  " + verb + ch + ", '00')\n"
            "end\n";
   }
 
@@ -166,7 +184,8 @@ return ttl
   /// KEYS[1] lock, KEYS[2] release marker, KEYS[3] the line of waiter
   /// numbers; ARGV[1] unlock message, ARGV[2]
   /// lease ms, ARGV[3] owner field, ARGV[4] marker ttl ms, ARGV[5] "1" for a
-  /// retry, ARGV[6] channel. The channel is not a key: for some names with
+  /// retry, ARGV[6] channel, ARGV[7] "1" when the script can count the
+  /// channel's subscribers (ext::counts_subscribers). The channel is not a key: for some names with
   /// braces ("x}y", "q{"), Redisson's channel name hashes to another cluster
   /// slot than the lock, and a script's KEYS must share one slot. `sharded`
   /// (`Sharded`): it publishes with SPUBLISH (a cluster's sharded pub/sub;
@@ -179,7 +198,7 @@ return ttl
   static const redis::script& release_script(bool sharded) { return sharded ? release_script<true>() : release_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& release_script() {
-    static const redis::script s(ext::release_memory::remembered(wake_lua(3, 6, 1, Sharded) + R"lua(
+    static const redis::script s(ext::release_memory::remembered(wake_lua(3, 6, 1, 7, Sharded) + R"lua(
 local lease = tonumber(ARGV[2])
 if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
   return redis.error_reply('ERR dlock: lease out of range')
@@ -212,14 +231,15 @@ end
   /// next waiter if the lock is free and this waiter may have been woken
   /// for it (its number was taken already, or it holds a wake it did not
   /// use), so that the turn is not lost with it. KEYS[1] lock, KEYS[2] the
-  /// line of waiter numbers; ARGV[1] unlock message, ARGV[2] the waiter's
-  /// number, ARGV[3] channel, ARGV[4] "1" when it holds an unused wake.
+  /// line of waiter entries; ARGV[1] unlock message, ARGV[2] the waiter's
+  /// entry, ARGV[3] channel, ARGV[4] "1" when it holds an unused wake,
+  /// ARGV[5] "1" when the script can count the channel's subscribers.
   /// The count of numbers it took out (0 or 1).
   ///@{
   static const redis::script& forget_script(bool sharded) { return sharded ? forget_script<true>() : forget_script<false>(); }
   template <bool Sharded = false>
   static const redis::script& forget_script() {
-    static const redis::script s(wake_lua(2, 3, 1, Sharded) + R"lua(
+    static const redis::script s(wake_lua(2, 3, 1, 5, Sharded) + R"lua(
 local removed = redis.call('LREM', KEYS[2], 0, ARGV[2])
 if (removed == 0 or ARGV[4] == '1') and redis.call('EXISTS', KEYS[1]) == 0 then wake() end
 return removed
@@ -338,7 +358,8 @@ return out
     std::vector<std::string> keys{rec.name, ext::release_memory::key(rec), waiters_key(rec.name)};
     std::vector<std::string> args{unlock_message, std::to_string(rec.lease.count()), rec.owner,
                                   release_memory.ttl(), ext::release_memory::retry_flag(rec),
-                                  ext::release_channel<ReentrantHash>(backend, rec.name)};
+                                  ext::release_channel<ReentrantHash>(backend, rec.name),
+                                  ext::counts_subscribers(backend) ? "1" : "0"};
     auto [ec, v] = co_await ext::eval(backend, release_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     ext::note(rec, ec, v);
@@ -360,7 +381,7 @@ return out
   asio::awaitable<error_code> forget_waiter(B& backend, const record& rec, bool owed) const {
     std::vector<std::string> keys{rec.name, waiters_key(rec.name)};
     std::vector<std::string> args{unlock_message, rec.state.number, ext::release_channel<ReentrantHash>(backend, rec.name),
-                                  owed ? "1" : "0"};
+                                  owed ? "1" : "0", ext::counts_subscribers(backend) ? "1" : "0"};
     auto [ec, v] = co_await ext::eval(backend, forget_script(ext::sharded_pubsub(backend)), std::move(keys),
                                       std::move(args));
     if (!ec && !ext::integer_of(v)) ec = error::unexpected_reply;

@@ -23,8 +23,9 @@ namespace dlock::wait {
 ///
 /// Who wakes (see ext::wake_groups): with an ownership that names waiters
 /// (ReentrantHash), a failed try puts this waiter's number in the lock's
-/// line in Redis, and the release publishes the first number there: one
-/// waiter tries, across all clients. A release that names nobody (or
+/// line in Redis, and the release publishes the first number there, on
+/// the channel of that waiter's backend alone: one waiter tries, and one
+/// client hears it, across all clients. A release that names nobody (or
 /// Redisson's) wakes one waiter per client, the one that has waited
 /// longest. A wake that arrives between a try and the sleep is kept; a
 /// waiter that gives up takes its number out of the line, and passes on a
@@ -207,7 +208,7 @@ struct PubSub {
         });
       };
       ticket_ = groups().enter(name_, channel_, wake, linger_, nudge);
-      number_ = ticket_->number();
+      number_ = ticket_->entry();
     }
 
     // Takes the wake, if one came: the waiter tries again, and its line may
@@ -233,7 +234,7 @@ struct PubSub {
     std::string channel_;
     std::shared_ptr<signal> state_;
     std::unique_ptr<typename groups_type::ticket> ticket_;
-    std::string number_;       // its waiter number, once in the line
+    std::string number_;       // its entry in the lock's line (ticket::entry), once it has a ticket
     bool early_ = false;       // joined before its first try (the subscription was up)
     bool prepared_ = false;    // subscribed by prepare()
     bool registered_ = false;  // its number may be in the lock's line
