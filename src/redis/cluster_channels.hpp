@@ -66,6 +66,7 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
   // Adds a listener of `channel`; `done` gets its subscription once the
   // channel is subscribed at its slot's master (at once if it is).
   void subscribe(std::string channel, listener l, subscribe_done done) {
+    gate(l, done);
     bool start = false;
     {
       std::lock_guard g(m_);
@@ -242,6 +243,9 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
     std::vector<std::pair<subscribe_done, subscription>> confirmed;
     std::vector<listener> told;
     bool moved_meanwhile = false;
+    // Ended outside the mutex: a subscription's end waits for a call of its
+    // listener (deliver), which takes the mutex.
+    subscription replaced;
     {
       std::lock_guard g(m_);
       auto it = channels_.find(channel);
@@ -252,6 +256,7 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
       auto map = map_.lock();
       auto now = map ? map->owner(e.slot) : nullptr;
       moved_meanwhile = now && now != node;
+      replaced = std::move(e.node_sub);
       e.node_sub = std::move(sub);
       e.at = node;
       e.confirmed = true;

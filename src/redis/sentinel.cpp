@@ -256,9 +256,13 @@ struct sentinel_follower : std::enable_shared_from_this<sentinel_follower> {
           auto self = weak.lock();
           if (!self) return;
           if (!ec) {
+            // One it replaces ends outside the mutex: a subscription's end
+            // waits for a call of its listener, which may take the mutex.
+            subscription replaced;
             {
               std::lock_guard g2(self->mutex);
               if (!self->backend) return;
+              replaced = std::move(self->switch_subscription);
               self->switch_subscription = std::move(s);
             }
             self->recheck();  // a failover between the first connect and now

@@ -47,6 +47,7 @@ class subscriber_impl : public subscription_owner, public std::enable_shared_fro
   // All of the following run on the connection's strand.
 
   void add(std::string channel, listener l, std::function<void(error_code, subscription)> done) {
+    gate(l, done);
     auto [it, created] = channels_.try_emplace(channel);
     entry& e = it->second;
     if (created) e.generation = ++next_generation_;
@@ -327,7 +328,8 @@ subscription::subscription(subscription&& other) noexcept
     : owner_(std::move(other.owner_)),
       channel_(std::move(other.channel_)),
       id_(other.id_),
-      server_reply_(std::move(other.server_reply_)) {
+      server_reply_(std::move(other.server_reply_)),
+      gate_(std::move(other.gate_)) {
   other.channel_.clear();
 }
 
@@ -338,6 +340,7 @@ subscription& subscription::operator=(subscription&& other) noexcept {
     channel_ = std::move(other.channel_);
     id_ = other.id_;
     server_reply_ = std::move(other.server_reply_);
+    gate_ = std::move(other.gate_);
     other.channel_.clear();
   }
   return *this;
@@ -346,6 +349,13 @@ subscription& subscription::operator=(subscription&& other) noexcept {
 subscription::~subscription() { reset(); }
 
 void subscription::reset() noexcept {
+  if (gate_) {
+    // After this, the listener is not called (and a call running on another
+    // thread has returned): what it touches may go.
+    std::lock_guard lock(gate_->m);
+    gate_->open = false;
+  }
+  gate_.reset();
   if (channel_.empty()) return;
   if (auto owner = owner_.lock()) owner->remove_listener(std::move(channel_), id_);
   channel_.clear();

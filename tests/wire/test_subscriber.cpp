@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <functional>
@@ -61,6 +62,59 @@ TEST_CASE("a message published after the subscription completes is delivered", "
   redis.server.command({"PUBLISH", "other", "not for us"});
   CHECK(wait_until([&] { return box.count("hello") == 1; }));
   CHECK(box.count("not for us") == 0);
+}
+
+TEST_CASE("after reset() returns its listener is neither running nor called again", "[pubsub]") {
+  // What a listener touches may be destroyed right after its subscription
+  // ends (an inbox on the stack, say): a call still running on the
+  // subscriber's thread, or one about to start, would touch freed memory.
+  private_redis redis;
+  std::atomic<bool> started{false}, finished{false};
+  std::atomic<int> calls{0};
+  auto sub = redis.backend
+                 .async_subscribe("slow",
+                                  [&](std::optional<std::string_view> m) {
+                                    if (!m) return;
+                                    ++calls;
+                                    started = true;
+                                    std::this_thread::sleep_for(scaled(300ms));
+                                    finished = true;
+                                  },
+                                  asio::use_future)
+                 .get();
+  redis.server.command({"PUBLISH", "slow", "1"});
+  REQUIRE(wait_until([&] { return started.load(); }));
+  sub.reset();  // waits for the call in progress
+  CHECK(finished);
+  const int seen = calls;
+  redis.server.command({"PUBLISH", "slow", "2"});
+  std::this_thread::sleep_for(scaled(200ms));
+  CHECK(calls == seen);
+}
+
+TEST_CASE("a listener may end its own subscription", "[pubsub]") {
+  private_redis redis;
+  dlock::redis::subscription sub;
+  std::atomic<dlock::redis::subscription*> own{nullptr};
+  std::atomic<int> calls{0};
+  std::atomic<bool> ended{false};
+  sub = redis.backend
+            .async_subscribe("once",
+                             [&](std::optional<std::string_view> m) {
+                               if (!m) return;
+                               ++calls;
+                               if (auto* s = own.load()) s->reset();  // from inside: no wait on itself
+                               ended = true;
+                             },
+                             asio::use_future)
+            .get();
+  own = &sub;
+  redis.server.command({"PUBLISH", "once", "1"});
+  REQUIRE(wait_until([&] { return ended.load(); }));
+  CHECK(wait_until([&] { return redis.backend.subscriber().channel_count() == 0; }));
+  redis.server.command({"PUBLISH", "once", "2"});
+  std::this_thread::sleep_for(scaled(100ms));
+  CHECK(calls == 1);
 }
 
 TEST_CASE("many listeners share one channel subscription", "[pubsub]") {

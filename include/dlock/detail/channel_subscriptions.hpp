@@ -252,12 +252,16 @@ class channel_subscriptions {
       if (!ec && i < s->suffixes.size())
         return subscribe_from(backend, weak, c, name, std::move(listener), i + 1, std::move(made));
       std::vector<std::function<void(error_code, const std::string&)>> joining;
-      subscriptions unused;  // unsubscribed outside the mutex (declared first: ends after the lock)
+      // Unsubscribed outside the mutex (declared first: they end after the
+      // lock): a subscription's end waits for a call of its listener, which
+      // takes the mutex.
+      subscriptions unused, replaced;
       {
         std::lock_guard lk(s->m);
         c->subscribing = false;
         joining.swap(c->joining);
         if (!ec) {
+          replaced = std::move(c->sub);
           c->sub = std::move(*made);
           c->ready = true;
           if (c->members.empty()) unused = drop(*s, c, name);  // everyone left meanwhile
