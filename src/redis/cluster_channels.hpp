@@ -108,6 +108,18 @@ class cluster_channels final : public subscription_owner, public std::enable_sha
       channels_.erase(it);
       channel_count_ = channels_.size();
     }
+    // The node's subscription ends on the executor, not here: this may run
+    // inside a listener of this channel (resetting its own subscription,
+    // its gate held) while the node's strand, its own gate held, waits in
+    // deliver() for that listener's gate; ending the node's subscription
+    // here would wait for the node's gate, and neither would go on. Its
+    // listener finds no listeners of the channel meanwhile.
+    if (!dropped.active()) return;
+    try {
+      asio::post(ex_, [d = std::make_shared<subscription>(std::move(dropped))] { d->reset(); });
+    } catch (...) {
+      // Only allocation can fail: the subscription then ends here.
+    }
   }
 
   std::size_t channel_count() const {

@@ -34,9 +34,8 @@ using redis::error_code;
 /// named after: that one and then, in this order, the name plus each of
 /// `suffixes` (wake_groups: the presence channel and the backend's own).
 /// They are joined one after another, each once the one before is
-/// confirmed, and left in the reverse order; their messages all go to the
-/// channel's members, and a reconnect's notice (nullopt) only once, from
-/// the first.
+/// confirmed, and left in the reverse order; their messages and notices
+/// all go to the channel's members.
 ///
 /// `Members` is what one channel keeps of its waiters (a container with
 /// `empty()` and `size()`), touched only under the mutex; `on_message` is
@@ -235,15 +234,10 @@ class channel_subscriptions {
     auto s = weak.lock();
     if (!s) return;
     const std::string channel_name = i == 0 ? name : name + s->suffixes[i - 1];
-    // A reconnect restores them all, on one connection: the first one's
-    // notice (nullopt) is the channel's, and the others' would only wake
-    // its members twice more.
-    redis::listener heard = listener;
-    if (i > 0)
-      heard = [listener](std::optional<std::string_view> message) {
-        if (message) listener(message);
-      };
-    backend.async_subscribe(c->key, channel_name, std::move(heard),
+    // Each one's notice (nullopt: it was subscribed again, or could not
+    // be) goes to the members too: on a cluster a slot move resubscribes
+    // them one by one, and a wake published on one not yet back is lost.
+    backend.async_subscribe(c->key, channel_name, listener,
                             [&backend, weak, c, name, listener, i, made](error_code ec, redis::subscription sub) mutable {
       auto s = weak.lock();
       if (!s) return;
