@@ -62,6 +62,8 @@ class category final : public std::error_category {
         return "the server's TLS certificate is not for the name checked (hostname or IP address mismatch)";
       case error::tls_client_certificate_rejected:
         return "the server refused this client's TLS certificate, or its lack of one (mutual TLS)";
+      case error::no_quorum:
+        return "fewer than a majority of the quorum's nodes answered (the message names the others)";
     }
     return "unknown dlock error";
   }

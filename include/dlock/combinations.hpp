@@ -41,7 +41,7 @@ constexpr auto locks(OwnershipFilter) {
     using O = typename decltype(+hana::at_c<0>(combo))::type;
     using R = typename decltype(+hana::at_c<1>(combo))::type;
     using W = typename decltype(+hana::at_c<2>(combo))::type;
-    return hana::bool_c<valid_combination<O, R, W> && decltype(OwnershipFilter{}(hana::type_c<O>))::value>;
+    return hana::bool_c<valid_on<Backend, O, R, W> && decltype(OwnershipFilter{}(hana::type_c<O>))::value>;
   });
   return hana::transform(valid, [](auto combo) {
     using O = typename decltype(+hana::at_c<0>(combo))::type;
@@ -71,7 +71,8 @@ using as_tuple_type = typename decltype(hana::unpack(List{}, [](auto... t) {
 
 }  // namespace detail
 
-/// Every valid `Lock<Backend, O, R, W>`, as a hana tuple of types.
+/// Every valid `Lock<Backend, O, R, W>` (by the rule table, and by the
+/// quorum rules on a quorum backend), as a hana tuple of types.
 template <class Backend = RedisBackend>
 constexpr auto all() {
   return detail::locks<Backend>(detail::any_ownership{});
@@ -103,7 +104,7 @@ constexpr auto representative() {
   auto pairs = hana::filter(hana::cartesian_product(hana::make_tuple(ownerships, waits)), [](auto pair) {
     using O = typename decltype(+hana::at_c<0>(pair))::type;
     using W = typename decltype(+hana::at_c<1>(pair))::type;
-    return hana::bool_c<valid_combination<O, detail::representative_renewal<O, W>, W>>;
+    return hana::bool_c<valid_on<Backend, O, detail::representative_renewal<O, W>, W>>;
   });
   return hana::transform(pairs, [](auto pair) {
     using O = typename decltype(+hana::at_c<0>(pair))::type;

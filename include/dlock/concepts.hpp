@@ -131,6 +131,26 @@ template <class B>
 concept backend_blocking_acknowledging = requires(B& b, std::string_view key, const redis::request& req) {
   { b.blocking_exec_acknowledged(key, req) } -> std::same_as<std::optional<std::tuple<error_code, redis::response, redis::replica_acks>>>;
 };
+/// Optional: a quorum of independent servers that decide by majority
+/// (RedlockBackend). It offers its nodes, each a backend of `node_type` on
+/// which an ownership runs as on one server: `node_count()` (odd, at least
+/// 3), `node(i)`, `node_name(i)` (for errors: "127.0.0.1:7000"),
+/// `node_available(i)` (false while its connection is known to be down:
+/// its vote is lost at once, nothing is sent) and `reply_timeout()` (how
+/// long a node's answer is waited for before its vote counts as lost). Its
+/// own calls run on every node, and their replies hold one element per
+/// node. It names the adapter the host runs in place of each ownership
+/// (`template <class O> using ownership_for = ownership::Quorum<O>;`), and
+/// the rule table holds it to what a quorum can do.
+template <class B>
+concept backend_quorum = requires(B& b, const B& cb, std::size_t i) {
+  typename B::node_type;
+  { cb.node_count() } -> std::convertible_to<std::size_t>;
+  { b.node(i) } -> std::same_as<typename B::node_type&>;
+  { cb.node_name(i) } -> std::convertible_to<std::string>;
+  { cb.node_available(i) } -> std::convertible_to<bool>;
+  { cb.reply_timeout() } -> std::convertible_to<milliseconds>;
+};
 /// A stand-in for the services the host keeps per backend (the watchdog's
 /// renewals, the lease watch): made from the backend, returned by reference.
 struct service_probe {

@@ -145,6 +145,13 @@ enum class error {
   /// only after the handshake, at the first read; dlock reads that as this
   /// error too. Nothing of the caller's was sent.
   tls_client_certificate_rejected,
+
+  // --- a quorum of independent servers (Redlock) ------------------------------
+  /// Fewer than a majority of a quorum's nodes answered (they are down,
+  /// refused the command, or answered after the vote's deadline), so no
+  /// verdict can be reached either way. The message names the nodes that
+  /// did not answer, and why. Whatever the try may have won was given back.
+  no_quorum,
 };
 
 /// Questions a caller asks of any error, instead of listing codes:

@@ -10,7 +10,9 @@
 #include <dlock/detail/hold_record.hpp>
 #include <dlock/detail/key_slot.hpp>
 #include <dlock/detail/named_wake.hpp>
+#include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/publishing.hpp>
+#include <dlock/detail/quorum.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/release_memory.hpp>
 #include <dlock/detail/sleep.hpp>
@@ -56,6 +58,7 @@ using detail::note;               ///< note(rec, ec, reply): after a command or 
 using detail::refused;            ///< refused(rec, reply): one error reply of a pipeline, as server_error
 using detail::words_for;          ///< words_for(ec, words): the words when ec is server_error, else ""
 using detail::with_server_reply;  ///< with_server_reply(what, words): "what (Redis replied: words)", cut at 512 bytes
+using detail::own_words;          ///< own_words(text): words of dlock's own for an error (with_server_reply: "what (text)")
 
 // Keys: where a key lives on a cluster, and companions in the lock's slot.
 using detail::key_slot;       ///< the cluster slot of a key (0 to 16383), hash tags honoured
@@ -91,6 +94,21 @@ using detail::read_extend_replies;  ///< a batch extend script's usual reply: an
 
 // Renewing in batches.
 using detail::merged_call;  ///< several extend_calls as one call of a batch script (keys, then arguments, in order)
+using detail::extend_reader;    ///< extend_reader<O>(): how O's extend reply reads (its read_extend, or the usual one)
+using detail::extend_batching;  ///< extend_batching<O>(): O's merger and batch reader (merge null when it has none)
+
+// Quorums over independent servers (see ownership::Quorum, RedlockBackend).
+using detail::adapted_t;        ///< adapted_t<B, O>: what the host runs for O on B (B's ownership_for<O>, else O)
+using detail::fan_in;           ///< fan_in<T>(executor, n, done): one result per node, from any thread, gathered with a deadline
+using detail::majority_of;      ///< majority_of(n): n / 2 + 1
+using detail::on_each_node;     ///< on_each_node<T>(executor, n, deadline, make): make(i) on every node at once, gathered
+/// Coroutines that take turns, first come first served (an owner's tries
+/// and releases; a quorum node's operations for one hold): `co_await
+/// t.enter()`, then a `turn_pass` ends the turn at the end of its scope.
+/// Each caller runs on a strand.
+using turns = detail::owner_gate;
+using turn_pass = detail::gate_pass;  ///< ends a turn of `turns` at the end of its scope
+using detail::quorum_backend;   ///< a backend that offers nodes (node_count, node, node_name, node_available, reply_timeout)
 
 // Waiting.
 using detail::sleep_until;  ///< a cancellable sleep until a steady time point

@@ -27,6 +27,7 @@
 #include <dlock/detail/deadline.hpp>
 #include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/policy_checks.hpp>
+#include <dlock/detail/quorum.hpp>
 #include <dlock/detail/random.hpp>
 #include <dlock/detail/run_here.hpp>
 #include <dlock/detail/spawn.hpp>
@@ -76,17 +77,16 @@ class RedisBackend;  // declared only: <dlock/dlock.hpp> (or backend/redis.hpp) 
 template <class BackendT = RedisBackend, class OwnershipT = ownership::ReentrantHash,
           class RenewalT = renewal::Watchdog, class WaitT = wait::PubSub>
 class Lock {
+  // What a quorum backend cannot do: first, since on one the checks of the
+  // adapter below would otherwise fail first, for the same reason.
+  static_assert(detail::quorum_checks<BackendT, OwnershipT, RenewalT, WaitT>::ok);
+  // What runs for the ownership on this backend: a quorum backend's adapter
+  // around it (ownership::Quorum on RedlockBackend), or the ownership itself.
+  using adapted_ownership = detail::adapted_t<BackendT, OwnershipT>;
   // Each family's contract, one operation at a time (a sentence each).
-  static_assert(detail::policy_checks<BackendT, OwnershipT, RenewalT, WaitT>::ok,
+  static_assert(detail::policy_checks<BackendT, adapted_ownership, RenewalT, WaitT>::ok,
                 "dlock::Lock's parameters must be a backend, an ownership, a renewal and a wait policy");
-  static_assert(rules<OwnershipT, RenewalT, WaitT>::watchdog_has_owner,
-                "watchdog renewal needs an ownership policy with an owner id: use ownership::Token or ownership::ReentrantHash, or renewal::FixedLease");
-  static_assert(rules<OwnershipT, RenewalT, WaitT>::lease_present,
-                "this ownership policy needs a lease: use renewal::FixedLease or renewal::Watchdog (only ownership::SetNx and ownership::Token work without one)");
-  static_assert(rules<OwnershipT, RenewalT, WaitT>::pubsub_has_publisher,
-                "pub/sub waiting needs an ownership policy that publishes on release: use ownership::ReentrantHash, or wait::Spin / wait::Backoff");
-  static_assert(rules<OwnershipT, RenewalT, WaitT>::hand_off_matches_queue,
-                "hand-off waiting and a queueing ownership go together: use ownership::Queue with wait::HandOff");
+  static_assert(detail::rule_checks<OwnershipT, RenewalT, WaitT>::ok);
 
  public:
   using backend_type = BackendT;  ///< The backend the lock talks to Redis through.
@@ -115,7 +115,7 @@ class Lock {
 
   const std::string& name() const noexcept { return name_; }  ///< The lock's name: its key in Redis.
   BackendT& backend() noexcept { return backend_; }  ///< The backend given to the constructor.
-  const OwnershipT& ownership() const noexcept { return ownership_; }  ///< The ownership policy, as validated by the constructor.
+  const OwnershipT& ownership() const noexcept { return detail::inner_ownership(ownership_); }  ///< The ownership policy, as validated by the constructor.
   const RenewalT& renewal() const noexcept { return renewal_; }  ///< The renewal policy, as validated by the constructor.
   const WaitT& wait_policy() const noexcept { return wait_; }  ///< The wait policy, as validated by the constructor.
 
@@ -291,7 +291,7 @@ class Lock {
   static constexpr std::string_view async_prefix = "async:";
 
   // The hold's record, with the ownership's own per-hold state if it has one.
-  using record_type = detail::record_t<OwnershipT>;
+  using record_type = detail::record_t<adapted_ownership>;
   // What an operation ended with: its error and, with server_error, the
   // server's own words (an ACL refusal, a script's error) for the message.
   struct acquire_result {
@@ -427,7 +427,7 @@ class Lock {
 
   BackendT& backend_;
   std::string name_;
-  [[no_unique_address]] OwnershipT ownership_;
+  [[no_unique_address]] adapted_ownership ownership_;
   [[no_unique_address]] RenewalT renewal_;
   [[no_unique_address]] WaitT wait_;
   // What the renewal policy does while a hold lives: the host tells it when

@@ -36,6 +36,69 @@ struct rules {
   static constexpr bool ok = watchdog_has_owner && lease_present && pubsub_has_publisher && hand_off_matches_queue;
 };
 
+/// The rules of a quorum backend (contract::backend_quorum: RedlockBackend),
+/// which hold for every backend that is not one:
+///
+/// | rule | why |
+/// |---|---|
+/// | owner-checked ownership (Token, ReentrantHash) | a try that won on too few nodes is given back, by the ownership's release; an unchecked one would delete other owners' keys |
+/// | a lease (FixedLease, Watchdog) | a hold's validity is the lease less the vote's time; a win that could not be given back must lapse |
+/// | no hand-off (Queue, HandOff) | each node would keep its own line and grant its own head: no majority would agree on who is next |
+/// | no pub/sub waiting, for now | a later step wakes waiters on every node's release |
+template <class B, class O, class R, class W>
+struct quorum_rules {
+  /// Whether B is a quorum backend at all (the rules below hold otherwise).
+  static constexpr bool quorum = contract::backend_quorum<B>;
+  /// A partial win is given back by an owner-checked release.
+  static constexpr bool gives_back = !quorum || O::owner_checked;
+  /// Holds on a quorum expire.
+  static constexpr bool has_lease = !quorum || R::expires;
+  /// No line on a quorum.
+  static constexpr bool no_line = !quorum || !(detail::queues<O>() || detail::hands_off<W>());
+  /// No pub/sub waits on a quorum yet.
+  static constexpr bool no_pubsub_yet = !quorum || !W::needs_publish;
+  /// Every rule holds.
+  static constexpr bool ok = gives_back && has_lease && no_line && no_pubsub_yet;
+};
+
+/// Whether ownership `O`, renewal `R` and wait `W` can work together on
+/// backend `B` (the rule table, and the quorum rules on a quorum backend).
+template <class B, class O, class R, class W>
+inline constexpr bool valid_on = rules<O, R, W>::ok && quorum_rules<B, O, R, W>::ok;
+
+namespace detail {
+
+/// The rule table's sentences, for Lock to instantiate: each broken rule
+/// is named by the first error a user sees.
+template <class O, class R, class W>
+struct rule_checks {
+  static_assert(rules<O, R, W>::watchdog_has_owner,
+                "watchdog renewal needs an ownership policy with an owner id: use ownership::Token or ownership::ReentrantHash, or renewal::FixedLease");
+  static_assert(rules<O, R, W>::lease_present,
+                "this ownership policy needs a lease: use renewal::FixedLease or renewal::Watchdog (only ownership::SetNx and ownership::Token work without one)");
+  static_assert(rules<O, R, W>::pubsub_has_publisher,
+                "pub/sub waiting needs an ownership policy that publishes on release: use ownership::ReentrantHash, or wait::Spin / wait::Backoff");
+  static_assert(rules<O, R, W>::hand_off_matches_queue,
+                "hand-off waiting and a queueing ownership go together: use ownership::Queue with wait::HandOff");
+  static constexpr bool ok = rules<O, R, W>::ok;
+};
+
+/// The quorum rules' sentences, for Lock to instantiate.
+template <class B, class O, class R, class W>
+struct quorum_checks {
+  static_assert(quorum_rules<B, O, R, W>::gives_back,
+                "a quorum backend (RedlockBackend) gives back a partial win with the ownership's owner-checked release: use ownership::Token or ownership::ReentrantHash");
+  static_assert(quorum_rules<B, O, R, W>::has_lease,
+                "a quorum backend (RedlockBackend) needs a lease (a hold's validity is the lease less the vote's time, and a win that cannot be given back must lapse): use renewal::FixedLease or renewal::Watchdog");
+  static_assert(quorum_rules<B, O, R, W>::no_line,
+                "a quorum backend (RedlockBackend) cannot hand the lock over: each node would keep a line of its own and grant its own head, so no majority would agree on the next holder; use ownership::Token or ownership::ReentrantHash with wait::Spin or wait::Backoff");
+  static_assert(quorum_rules<B, O, R, W>::no_pubsub_yet,
+                "pub/sub waiting on a quorum backend (RedlockBackend) is not supported yet: use wait::Spin or wait::Backoff");
+  static constexpr bool ok = quorum_rules<B, O, R, W>::ok;
+};
+
+}  // namespace detail
+
 /// Whether ownership `O`, renewal `R` and wait `W` can work together.
 template <class O, class R, class W>
 inline constexpr bool valid_combination = rules<O, R, W>::ok;

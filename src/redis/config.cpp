@@ -13,6 +13,7 @@
 
 #include <dlock/error.hpp>
 #include <dlock/redis/cluster.hpp>
+#include <dlock/redis/redlock.hpp>
 #include <dlock/redis/sentinel.hpp>
 
 namespace dlock::redis {
@@ -235,19 +236,6 @@ Result or_throw(std::string_view url, Result (*parse)(std::string_view, std::err
   return out;
 }
 
-// "host:port,host:port,...": a list of hosts as a URL gives them.
-std::string host_list(const std::vector<address>& hosts) {
-  std::string out;
-  for (std::size_t i = 0; i < hosts.size(); ++i) out += (i ? "," : "") + hosts[i].describe();
-  return out;
-}
-
-// "user:***@", "user@", ":***@" or nothing: the user info a description shows.
-std::string masked_credentials(const config& cfg) {
-  if (cfg.user.empty() && cfg.password.empty()) return {};
-  return cfg.user + (cfg.password.empty() ? "" : ":***") + "@";
-}
-
 // "host[:port],host[:port],...": `what` names an entry in messages
 // ("sentinel", "node").
 std::vector<address> parse_hosts(std::string_view list, std::uint16_t default_port, const char* what) {
@@ -366,13 +354,6 @@ sentinel_config parse_sentinel_url(std::string_view url) {
   return or_throw<sentinel_config>(url, parse_sentinel_url);
 }
 
-std::string sentinel_config::describe() const {
-  std::string out = (master.tls ? "rediss-sentinel://" : "redis-sentinel://") + masked_credentials(master) +
-                    host_list(sentinels);
-  if (master.database != 0) out += "/" + std::to_string(master.database);
-  return out + "#" + master_name;
-}
-
 cluster_config parse_cluster_url(std::string_view url, std::error_code& ec, std::string* why) {
   return reporting<cluster_config>(url, ec, why, "Redis Cluster URL", [&](cluster_config& out) {
     auto [tls, rest] = take_scheme(url, "redis://", "rediss://",
@@ -392,31 +373,34 @@ cluster_config parse_cluster_url(std::string_view url) {
   return or_throw<cluster_config>(url, parse_cluster_url);
 }
 
-std::string cluster_config::describe() const {
-  return (node.tls ? "rediss://" : "redis://") + masked_credentials(node) + host_list(seeds);
+redlock_config parse_redlock_url(std::string_view url, std::error_code& ec, std::string* why) {
+  return reporting<redlock_config>(url, ec, why, "Redlock URL", [&](redlock_config& out) {
+    config shared;
+    auto [tls, rest] = take_scheme(url, "redis://", "rediss://",
+                                   "a Redlock URL is redis://host:port,host:port,host:port or rediss://...");
+    take_shared_credentials(rest, shared);
+    if (tls) take_tls_query(rest, shared.tls);
+    if (auto q = rest.find_first_of("?#"); q != npos)
+      throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
+    if (auto db = take_database(rest)) shared.database = *db;
+    if (rest.empty()) throw url_error{"no node"};
+    for (const auto& at : parse_hosts(rest, default_tcp_port, "node")) {
+      config node = shared;
+      node.kind = at.kind;
+      node.host = at.host;
+      node.port = at.port;
+      node.path = at.path;
+      out.nodes.push_back(std::move(node));
+    }
+  });
+}
+
+redlock_config parse_redlock_url(std::string_view url) {
+  return or_throw<redlock_config>(url, parse_redlock_url);
 }
 
 config parse_url(std::string_view url) {
   return or_throw<config>(url, parse_url);
-}
-
-std::string config::describe() const {
-  const std::string creds = masked_credentials(*this);
-  if (kind == transport::unix_socket) {
-    std::string out = "unix://" + creds + path;
-    if (database != 0) out += "?db=" + std::to_string(database);
-    return out;
-  }
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  std::string out = (tls ? "rediss://" : "redis://") + creds + h + ":" + std::to_string(port);
-  if (database != 0) out += "/" + std::to_string(database);
-  return out;
-}
-
-std::string address::describe() const {
-  if (kind == config::transport::unix_socket) return "unix:" + path;
-  std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return h + ":" + std::to_string(port);
 }
 
 }  // namespace dlock::redis

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <dlock/backend/cluster.hpp>
+#include <dlock/backend/redlock.hpp>
 #include <dlock/backend/sentinel.hpp>
 #include <support/redis_server.hpp>
 #include <support/sentinel_deployment.hpp>
@@ -168,6 +169,39 @@ struct cluster_servers {
   static bool flush(redis_cluster& c) {
     for (auto m : c.masters()) c.node(m).command({"FLUSHALL"});
     return true;
+  }
+};
+
+/// Three private redis-servers behind a RedlockBackend: the valid
+/// combinations on a quorum. A hold is on every node that answered in
+/// time (all of them here), so the tests look at the first.
+struct redlock_servers {
+  using backend_type = RedlockBackend;
+  std::vector<std::unique_ptr<redis_server>> nodes = three();
+  RedlockBackend backend{url()};
+
+  /// "redlock:<url>": lock_worker makes a RedlockBackend from the URL.
+  std::string worker_spec() const { return "redlock:" + url(); }
+  std::string command(std::string_view, const std::vector<std::string>& args) const {
+    return nodes.front()->command(args);
+  }
+  long long dbsize() const {
+    long long n = 0;
+    for (auto& s : nodes) n += std::stoll(s->command({"DBSIZE"}));
+    return n;
+  }
+  RedisBackend& plain(std::string_view) { return backend.node(0); }
+  std::unique_ptr<RedlockBackend> another() const { return std::make_unique<RedlockBackend>(url()); }
+
+  std::string url() const {
+    std::string out = "redis://";
+    for (std::size_t i = 0; i < nodes.size(); ++i) out += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(nodes[i]->port());
+    return out;
+  }
+  static std::vector<std::unique_ptr<redis_server>> three() {
+    std::vector<std::unique_ptr<redis_server>> out;
+    for (int i = 0; i < 3; ++i) out.push_back(std::make_unique<redis_server>());
+    return out;
   }
 };
 

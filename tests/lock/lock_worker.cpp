@@ -57,6 +57,7 @@ int main(int argc, char** argv) try {
   if (spec.rfind("shards:", 0) == 0) return worker::on_shards(after("shards:"), argv);
   if (spec.rfind("ack:", 0) == 0) return worker::on_acknowledged_sentinel(after("ack:"), argv);
   if (spec.rfind("cluster:", 0) == 0) return worker::on_cluster(after("cluster:"), argv);
+  if (spec.rfind("redlock:", 0) == 0) return worker::on_redlock(after("redlock:"), argv);
   if (spec.rfind("redis-sentinel://", 0) == 0) return worker::on_sentinel(spec, argv);
   return worker::on_redis(spec, argv);
 } catch (const std::exception& e) {

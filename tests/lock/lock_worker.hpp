@@ -25,6 +25,7 @@ int on_shards(const std::string& spec, char** argv);
 int on_acknowledged_sentinel(const std::string& spec, char** argv);
 int on_sentinel(const std::string& spec, char** argv);
 int on_cluster(const std::string& spec, char** argv);
+int on_redlock(const std::string& spec, char** argv);
 
 // Runs `mode` for the combination named argv[3] (one of `locks`, a hana
 // list of lock types) on `backend`; `plain(key)` is a RedisBackend on the

@@ -209,3 +209,32 @@ TEST_CASE("a hash script given an out-of-range lease writes nothing", "[lease][l
   CHECK(redis.server.command({"HGET", "bypass", field}) == "2");
   CHECK(redis.server.command({"EXISTS", "{bypass}:release:y"}) == "0");
 }
+
+namespace {
+
+// Token, except that each try's reply comes back "lost" once the try has
+// taken the lease's trustworthy part: its key is there, the question of
+// whether it won is answered yes, and no time is left to trust the hold.
+struct LateToken : o::Token {
+  template <class B>
+  boost::asio::awaitable<std::pair<dlock::error_code, dlock::attempt>> try_acquire(B& backend, record& rec) const {
+    auto out = co_await o::Token::try_acquire(backend, rec);
+    co_await dlock::ext::sleep_until(dlock::ext::steady::now() + rec.lease / 2);
+    if (!out.first && out.second.acquired) out.first = dlock::error::outcome_unknown;
+    co_return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a win found by resolve after its lease is given back, not granted", "[loss]") {
+  private_redis redis;
+  using Late = dlock::Lock<dlock::RedisBackend, LateToken, r::FixedLease, w::TryOnce>;
+  // Half of the lease as the margin: the try's pause takes it all.
+  Late lock(redis.backend, "late-win", {}, r::FixedLease(scaled(600ms), dlock::loss_margin{0.5, 0ms}));
+  std::error_code ec;
+  auto hold = lock.try_acquire(ec);
+  CHECK_FALSE(hold.has_value());
+  CHECK(ec == dlock::error::not_acquired);
+  CHECK(redis.server.command({"EXISTS", "late-win"}) == "0");  // given back
+}

@@ -128,8 +128,11 @@ inline void note(hold_record& rec, const error_code& ec, const redis::value& v) 
 }
 
 /// `words` when `ec` is server_error, else nothing: the server's words go
-/// with the error they explain, never with another one.
+/// with the error they explain, never with another one. dlock's own words
+/// (own_words: a quorum naming the nodes that did not answer) go with any
+/// error.
 inline std::string words_for(const error_code& ec, std::string words) {
+  if (ec && words.starts_with(own_words_prefix)) return words;
   return ec == error::server_error ? std::move(words) : std::string();
 }
 

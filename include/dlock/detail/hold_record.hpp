@@ -14,6 +14,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <dlock/redis/acknowledged.hpp>
@@ -165,11 +166,31 @@ struct hold_record {
   std::stop_source stop_;
 };
 
+/// What marks the words that explain an error as dlock's own rather than
+/// the server's (a quorum naming the nodes that did not answer): see
+/// own_words.
+inline constexpr std::string_view own_words_prefix = "dlock: ";
+
+/// `text` as the words that go with an error (a record's server_reply) when
+/// they are dlock's own: with_server_reply gives them in parentheses, not as
+/// what Redis replied, and words_for keeps them with any error.
+inline std::string own_words(std::string_view text) {
+  std::string out(own_words_prefix);
+  out += text;
+  return out;
+}
+
 /// `what`, followed by the server's words behind a server_error when it gave
 /// some (at most 512 bytes of them, never cutting a UTF-8 character in
 /// two): what a thrown error or a lock's error handler is told.
 inline std::string with_server_reply(std::string what, const std::string& server_reply) {
   if (server_reply.empty()) return what;
+  if (server_reply.starts_with(own_words_prefix)) {
+    what += " (";
+    what.append(server_reply, own_words_prefix.size());
+    what += ')';
+    return what;
+  }
   std::size_t keep = server_reply.size();
   if (keep > 512) {
     keep = 512;  // back to the start of the character the cut would split

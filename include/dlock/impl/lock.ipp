@@ -144,7 +144,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   };
 
   entry_use entry(this, key, true);
-  detail::wait_steps<WaitT, BackendT, OwnershipT> steps(wait_, backend_, ownership_, name_);
+  detail::wait_steps<WaitT, BackendT, adapted_ownership> steps(wait_, backend_, ownership_, name_);
   std::shared_ptr<record_type> fresh;  // ours if we win a free lock
   bool prepared = false;
 
@@ -298,7 +298,22 @@ asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, Renew
     if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
     // The lease began after the try was sent, or earlier where the
     // ownership says so (a waiter granted while in a queue's line).
-    if (won) rec.confirm(detail::earliest_start<OwnershipT>(rec, sent));
+    if (won) {
+      rec.confirm(detail::earliest_start<adapted_ownership>(rec, sent));
+      bool fresh_hold = false;
+      {
+        std::lock_guard g(mutex_);
+        fresh_hold = rec.hold_count == 0;
+      }
+      // Found so late that no time is left to trust it (the question took
+      // the rest of the lease): given back, as a win that never came.
+      if (fresh_hold && rec.remaining() == milliseconds::zero()) {
+        if (auto given = co_await release_won(rec))
+          report(given, "giving back a win found after its lease (the lock lapses with it)",
+                 detail::words_for(given, rec.server_reply));
+        co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};
+      }
+    }
     co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
   }
   co_return std::pair{ec, at};

@@ -26,7 +26,7 @@ asio::awaitable<error_code> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::settling() const {
-  if constexpr (detail::fencing_ownership<OwnershipT>) {
+  if constexpr (detail::fencing_ownership<adapted_ownership>) {
     if (ownership_.fencing) return true;
   }
   return detail::acknowledging(backend_);
@@ -43,7 +43,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::settle_win(record_type& rec) -
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT, WaitT>::fence_and_acknowledge(
     record_type& rec) {
-  if constexpr (detail::fencing_ownership<OwnershipT>) {
+  if constexpr (detail::fencing_ownership<adapted_ownership>) {
     if (ownership_.fencing && !rec.fence) {
       // Won without a token in the reply (a hand-off's grant, a lost reply
       // found to have won, a re-entry whose counter was gone): one is taken
@@ -88,7 +88,7 @@ asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT
       auto [ec, v] = co_await detail::acknowledged_eval(backend_, rec.acks, *call.script, std::move(call.keys),
                                                         std::move(call.args));
       if (!ec) {
-        auto verdict = OwnershipT::read_extend(v);
+        auto verdict = adapted_ownership::read_extend(v);
         if (verdict == renewal_verdict::gone) co_return std::pair{error_code{}, false};  // not ours: nothing to give back
         if (verdict == renewal_verdict::renewed && rec.acks.met()) {
           rec.confirm(sent);

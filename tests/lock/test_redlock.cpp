@@ -1,0 +1,387 @@
+// RedlockBackend against 3 and 5 real redis-servers: construction and its
+// errors, the vote (every subset of nodes held by another owner), dead
+// nodes, renewal and release counted on a majority, a reentrant hash, and
+// a contended run under the hold-history checker.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <dlock/backend/redlock.hpp>
+#include <dlock/dlock.hpp>
+#include <support/fault_proxy.hpp>
+#include <support/hold_history.hpp>
+#include <support/polling.hpp>
+#include <support/redis_server.hpp>
+
+#include "../../examples/redlock_story.hpp"
+#include "lock_support.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::redis_server;
+using dlock::test::scaled;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+
+using RedlockToken = dlock::Lock<dlock::RedlockBackend, o::Token, r::FixedLease, w::TryOnce>;
+using RedlockTokenSpin = dlock::Lock<dlock::RedlockBackend, o::Token, r::FixedLease, w::Spin>;
+using RedlockWatchdog = dlock::Lock<dlock::RedlockBackend, o::Token, r::Watchdog, w::TryOnce>;
+using RedlockHash = dlock::Lock<dlock::RedlockBackend, o::ReentrantHash, r::Watchdog, w::Backoff>;
+
+namespace {
+
+// N servers, and the Redlock URL that names them.
+struct quorum_servers {
+  explicit quorum_servers(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) servers.push_back(std::make_unique<redis_server>());
+  }
+  std::string url() const {
+    std::string out = "redis://";
+    for (std::size_t i = 0; i < servers.size(); ++i)
+      out += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(servers[i]->port());
+    return out;
+  }
+  redis_server& operator[](std::size_t i) { return *servers[i]; }
+  std::size_t size() const { return servers.size(); }
+  // How many nodes hold `key` now.
+  std::size_t holding(const std::string& key) {
+    std::size_t n = 0;
+    for (auto& s : servers)
+      if (s->running() && s->command({"EXISTS", key}) == "1") ++n;
+    return n;
+  }
+  std::vector<std::unique_ptr<redis_server>> servers;
+};
+
+// The backend's settings with a reply timeout that a loaded machine meets.
+dlock::redis::redlock_config settings(const quorum_servers& q) {
+  auto cfg = dlock::redis::parse_redlock_url(q.url());
+  cfg.reply_timeout = scaled(300ms);
+  for (auto& n : cfg.nodes) {
+    n.connect_timeout = scaled(500ms);
+    n.reconnect_wait_max = 200ms;
+  }
+  return cfg;
+}
+
+// Waits until the backend sees node `i` down (or up).
+void wait_node(dlock::RedlockBackend& b, std::size_t i, bool up) {
+  REQUIRE(dlock::test::wait_until([&] { return b.node_available(i) == up; }));
+}
+
+// The message of the std::system_error that `f()` throws, or none.
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::system_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("RedlockBackend: its URL and its nodes are checked before anything runs", "[redlock]") {
+  auto cfg = dlock::redis::parse_redlock_url("redis://u:secret@127.0.0.1:7000,127.0.0.1:7001,[::1]:7002/3");
+  REQUIRE(cfg.nodes.size() == 3);
+  CHECK(cfg.nodes[0].user == "u");
+  CHECK(cfg.nodes[2].password == "secret");
+  CHECK(cfg.nodes[2].host == "::1");
+  CHECK(cfg.nodes[1].database == 3);
+  CHECK(cfg.describe() == "redis://u:***@127.0.0.1:7000,127.0.0.1:7001,[::1]:7002/3");
+
+  CHECK(dlock::test::thrown_by([] { dlock::redis::parse_redlock_url("redis://127.0.0.1:1,,127.0.0.1:3"); }) ==
+        dlock::error::invalid_url);
+  CHECK(dlock::test::thrown_by([] { dlock::redis::parse_redlock_url("http://127.0.0.1:1"); }) == dlock::error::invalid_url);
+  CHECK(dlock::test::thrown_by([] { dlock::RedlockBackend b("redis://127.0.0.1:1,127.0.0.1:2"); }) ==
+        dlock::error::invalid_argument);
+  CHECK(message_of([] { dlock::RedlockBackend b("redis://127.0.0.1:1"); }).find("odd number of nodes") !=
+        std::string::npos);
+  CHECK(message_of([] { dlock::RedlockBackend b("redis://127.0.0.1:1,127.0.0.1:2,127.0.0.1:1"); })
+            .find("127.0.0.1:1 is named twice") != std::string::npos);
+  CHECK(dlock::test::thrown_by([] {
+          dlock::RedlockBackend b(std::vector<std::string>{"redis://127.0.0.1:1", "unix:///tmp/x.sock", "nope"});
+        }) == dlock::error::invalid_url);
+}
+
+TEST_CASE("RedlockBackend: a majority must be reachable to start, and the message names the others",
+          "[redlock]") {
+  quorum_servers q(3);
+  auto cfg = settings(q);
+  q[1].kill();
+  {
+    dlock::RedlockBackend b(cfg);  // a minority down: it starts, and that node votes no
+    CHECK_FALSE(b.node_available(1));
+    RedlockToken lock(b, "start", {}, r::FixedLease(5s));
+    CHECK(lock.try_acquire().has_value());
+  }
+  q[2].kill();
+  auto what = message_of([&] { dlock::RedlockBackend b(cfg); });
+  INFO(what);
+  CHECK(what.find("1 of 3 nodes could be reached") != std::string::npos);
+  CHECK(what.find("127.0.0.1:" + std::to_string(q[1].port())) != std::string::npos);
+  CHECK(what.find("127.0.0.1:" + std::to_string(q[2].port())) != std::string::npos);
+  CHECK(dlock::test::thrown_by([&] { dlock::RedlockBackend b(cfg); }) == dlock::error::no_quorum);
+}
+
+TEST_CASE("Redlock: an acquire succeeds exactly when a majority of nodes is free", "[redlock]") {
+  for (std::size_t n : {3u, 5u}) {
+    quorum_servers q(n);
+    dlock::RedlockBackend b(settings(q));
+    RedlockToken token(b, "vote", {}, r::FixedLease(10s));
+    RedlockHash hash(b, "vote-hash", {}, r::Watchdog(10s));
+    const std::size_t need = n / 2 + 1;
+    for (unsigned subset = 0; subset < (1u << n); ++subset) {
+      std::size_t taken = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!(subset & (1u << i))) continue;
+        ++taken;
+        q[i].command({"SET", "vote", "someone-else", "PX", "60000"});
+        q[i].command({"HSET", "vote-hash", "someone:else", "1"});
+        q[i].command({"PEXPIRE", "vote-hash", "60000"});
+      }
+      INFO("nodes " << n << ", held beforehand on " << taken << " (subset " << subset << ")");
+      auto hold = token.try_acquire();
+      CHECK(hold.has_value() == (taken < need));
+      auto other = hash.try_acquire();
+      CHECK(other.has_value() == (taken < need));
+      if (hold) {
+        CHECK(q.holding("vote") == n);  // every free node voted for it
+        hold->release();
+      }
+      if (other) other->release();
+      // Whatever the vote, nothing of ours is left: only the other owner's keys.
+      CHECK(q.holding("vote") == taken);
+      CHECK(q.holding("vote-hash") == taken);
+      for (std::size_t i = 0; i < n; ++i) q[i].command({"DEL", "vote", "vote-hash"});
+    }
+  }
+}
+
+TEST_CASE("Redlock: with 1 or 2 of 5 nodes dead locking goes on; with 3, a clear error and nothing held",
+          "[redlock]") {
+  quorum_servers q(5);
+  dlock::RedlockBackend b(settings(q));
+  RedlockToken lock(b, "dead", {}, r::FixedLease(10s));
+  for (std::size_t dead = 1; dead <= 2; ++dead) {
+    q[dead - 1].kill();
+    wait_node(b, dead - 1, false);
+    auto hold = lock.try_acquire();
+    REQUIRE(hold.has_value());
+    CHECK(q.holding("dead") == 5 - dead);
+    hold->release();
+    CHECK(q.holding("dead") == 0);
+  }
+  q[2].kill();
+  wait_node(b, 2, false);
+  std::error_code ec;
+  auto hold = lock.try_acquire(ec);
+  CHECK_FALSE(hold.has_value());
+  CHECK(ec == dlock::error::no_quorum);
+  auto what = message_of([&] { lock.lock(); });
+  INFO(what);
+  for (std::size_t i = 0; i < 3; ++i)
+    CHECK(what.find("127.0.0.1:" + std::to_string(q[i].port())) != std::string::npos);
+  CHECK(what.find("2 of 5 nodes answered") != std::string::npos);
+  CHECK(q.holding("dead") == 0);
+  // A node back (empty, as after a crash without persistence): a majority again.
+  q[0].start();
+  wait_node(b, 0, true);
+  CHECK(lock.try_acquire().has_value());
+}
+
+TEST_CASE("Redlock: the watchdog renews on a majority, and the loss is signalled once no majority can",
+          "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend b(settings(q));
+  const auto lease = scaled(900ms);
+  RedlockWatchdog lock(b, "renewed", {}, r::Watchdog(lease));
+  auto hold = lock.try_acquire();
+  REQUIRE(hold.has_value());
+  q[0].kill();
+  std::this_thread::sleep_for(lease * 2);
+  CHECK_FALSE(hold->lost());  // renewed on the two nodes left
+  CHECK(q.holding("renewed") == 2);
+  q[1].kill();
+  CHECK(dlock::test::wait_until([&] { return hold->lost(); }, lease * 3));
+  // Too few nodes answer the release to say what became of the hold there.
+  auto what = message_of([&] { hold->release(); });
+  INFO(what);
+  CHECK(what.find("outcome unknown") != std::string::npos);
+  CHECK(what.find("127.0.0.1:" + std::to_string(q[1].port()) + " (not connected") != std::string::npos);
+  lock.set_error_handler([](std::error_code, const std::string&) {});  // ~Hold's retry meets the same
+}
+
+TEST_CASE("Redlock: a release that too few nodes answered is outcome_unknown, and a retry settles it",
+          "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend b(settings(q));
+  RedlockToken lock(b, "release", {}, r::FixedLease(scaled(10s)));
+  auto hold = lock.try_acquire();
+  REQUIRE(hold.has_value());
+  q[0].kill();
+  q[1].kill();
+  wait_node(b, 0, false);
+  wait_node(b, 1, false);
+  std::error_code ec;
+  hold->release(ec);
+  CHECK(ec == dlock::error::outcome_unknown);
+  CHECK(q.holding("release") == 0);  // the live node released its part
+  q[0].start();
+  q[1].start();
+  wait_node(b, 0, true);
+  wait_node(b, 1, true);
+  // The retry reaches every node. The two restarted without persistence
+  // forgot the hold before its release was sent: it was lost then (a
+  // majority was free for anyone), and the retry says so.
+  hold->release(ec);
+  CHECK(ec == dlock::error::lease_lost);
+  CHECK(q.holding("release") == 0);
+}
+
+TEST_CASE("Redlock: a release retried after a partition deletes what is still there", "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend b(settings(q));
+  RedlockToken lock(b, "partition", {}, r::FixedLease(scaled(10s)));
+  auto hold = lock.try_acquire();
+  REQUIRE(hold.has_value());
+  q[0].pause();
+  q[1].pause();
+  std::error_code ec;
+  hold->release(ec);  // two nodes stall: no reply within the reply timeout
+  CHECK(ec == dlock::error::outcome_unknown);
+  q[0].resume();
+  q[1].resume();
+  // The stalled nodes ran the release once they woke (it was queued): the
+  // retry finds the key gone, and knows the first attempt left in time.
+  hold->release(ec);
+  CHECK_FALSE(ec);
+  CHECK(q.holding("partition") == 0);
+}
+
+TEST_CASE("Redlock: a reentrant hash counts on every node", "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend b(settings(q));
+  RedlockHash lock(b, "reentrant", {}, r::Watchdog(10s));
+  lock.lock();
+  lock.lock();
+  // Each node's hash counts two holds (beside the first acquire's win marker).
+  for (std::size_t i = 0; i < 3; ++i) CHECK(q[i].command({"HVALS", "reentrant"}).find("2") != std::string::npos);
+  lock.unlock();
+  CHECK(q.holding("reentrant") == 3);
+  lock.unlock();
+  CHECK(q.holding("reentrant") == 0);
+}
+
+TEST_CASE("Redlock: contended by several clients, no two holds overlap", "[redlock]") {
+  quorum_servers q(3);
+  const auto cfg = settings(q);
+  dlock::test::hold_history history;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        dlock::RedlockBackend b(cfg);
+        RedlockTokenSpin lock(b, "contended", {}, r::FixedLease(scaled(5s)), w::Spin(2ms));
+        for (int i = 0; i < 15; ++i) {
+          auto hold = lock.acquire();
+          auto start = dlock::test::monotonic_ns();
+          std::this_thread::sleep_for(1ms);
+          history.add({"contended", "w" + std::to_string(t), start, dlock::test::monotonic_ns()});
+          hold.release();
+        }
+      } catch (const std::exception& e) {
+        UNSCOPED_INFO("worker " << t << ": " << e.what());
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : workers) th.join();
+  CHECK(failures == 0);
+  CHECK(history.size() == 60);
+  CHECK(history.overlaps().empty());
+  CHECK(q.holding("contended") == 0);
+}
+
+TEST_CASE("Redlock: a vote that needs a node answering after the lease is not granted, and is given back",
+          "[redlock]") {
+  quorum_servers q(3);
+  dlock::test::fault_proxy slow(q[1].port());
+  auto cfg = settings(q);
+  cfg.nodes[1].port = slow.port();
+  cfg.reply_timeout = scaled(5s);  // the lease, not the reply timeout, ends this vote
+  dlock::RedlockBackend b(cfg);
+  const auto lease = scaled(400ms);
+  RedlockToken lock(b, "slow", {}, r::FixedLease(lease));
+  q[0].command({"SET", "slow", "someone-else", "PX", "60000"});
+  slow.delay(lease * 5, dlock::test::fault_proxy::direction::to_client);
+  const auto began = std::chrono::steady_clock::now();
+  std::error_code ec;
+  auto hold = lock.try_acquire(ec);
+  CHECK_FALSE(hold.has_value());
+  CHECK(ec == dlock::error::not_acquired);
+  // It waited for no reply of the slow node: the vote (at most the lease),
+  // the give-back and a split vote's pause (as long again each), no more.
+  CHECK(std::chrono::steady_clock::now() - began < lease * 4);
+  // The slow node ran the try, then the give-back queued behind it: once
+  // its replies are through, only the other owner's key is left anywhere.
+  slow.delay(0ms);
+  CHECK(dlock::test::wait_until([&] { return q.holding("slow") == 1; }, scaled(5s)));
+  CHECK(q[0].command({"GET", "slow"}) == "someone-else");
+}
+
+TEST_CASE("Redlock: a node restarted without persistence lets a second holder in; a delayed restart does not",
+          "[redlock]") {
+  const auto lease = scaled(1500ms);
+  dlock::examples::redlock_story::stage stage(lease);
+  // Back at once, empty: B wins nodes 1 and 2 while A still holds on node
+  // 0 and believes its hold valid. The checker sees two holders.
+  auto at_once = stage.play(0ms);
+  CHECK(at_once.a_held);
+  CHECK(at_once.b_held);
+  CHECK(at_once.overlap);
+  // Back after longer than the longest lease: A's hold has ended (its loss
+  // signal fired) before B can win. No overlap.
+  auto delayed = stage.play(lease + scaled(300ms));
+  CHECK(delayed.a_held);
+  CHECK(delayed.b_held);
+  CHECK_FALSE(delayed.overlap);
+}
+
+TEST_CASE("Redlock: a stalled node costs a vote its wait, never the hold, whatever the reply timeout",
+          "[redlock]") {
+  quorum_servers q(3);
+  auto cfg = settings(q);
+  cfg.reply_timeout = scaled(5s);  // longer than the lease
+  dlock::RedlockBackend b(cfg);
+  const auto lease = scaled(600ms);
+  RedlockToken lock(b, "stalled", {}, r::FixedLease(lease));
+  q[2].pause();  // up, but silent: its vote is waited for until the deadline
+  auto hold = lock.try_acquire();
+  REQUIRE(hold.has_value());  // the vote waits half the lease at most, and half is left
+  CHECK(hold->remaining_lease() > 0ms);
+  hold->release();
+  q[2].resume();
+  CHECK(dlock::test::wait_until([&] { return q.holding("stalled") == 0; }, scaled(5s)));
+}
+
+TEST_CASE("Redlock: a release that finds no majority holding is lease_lost, not unknown", "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend b(settings(q));
+  RedlockToken lock(b, "gone", {}, r::FixedLease(scaled(10s)));
+  auto hold = lock.try_acquire();
+  REQUIRE(hold.has_value());
+  q[1].command({"DEL", "gone"});  // lost there (an expiry, a restart)
+  q[2].kill();
+  wait_node(b, 2, false);
+  std::error_code ec;
+  hold->release(ec);  // one released, one gone, one silent: no majority holds it now
+  CHECK(ec == dlock::error::lease_lost);
+  CHECK(q.holding("gone") == 0);
+}
