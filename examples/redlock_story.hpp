@@ -41,8 +41,10 @@ struct outcome {
 /// Three servers and two clients, each with its own backend.
 class stage {
  public:
-  explicit stage(std::chrono::milliseconds lease) : lease_(lease) {
-    for (int i = 0; i < 3; ++i) servers_.push_back(std::make_unique<dlock::test::redis_server>());
+  /// Three servers started with `opts` (no persistence unless its
+  /// extra_args turn some on: `--appendonly yes --appendfsync always`).
+  explicit stage(std::chrono::milliseconds lease, dlock::test::server_options opts = {}) : lease_(lease) {
+    for (int i = 0; i < 3; ++i) servers_.push_back(std::make_unique<dlock::test::redis_server>(opts));
   }
 
   /// Plays the story once, node 1 staying out `out_for`.

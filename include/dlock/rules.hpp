@@ -44,7 +44,6 @@ struct rules {
 /// | owner-checked ownership (Token, ReentrantHash) | a try that won on too few nodes is given back, by the ownership's release; an unchecked one would delete other owners' keys |
 /// | a lease (FixedLease, Watchdog) | a hold's validity is the lease less the vote's time; a win that could not be given back must lapse |
 /// | no hand-off (Queue, HandOff) | each node would keep its own line and grant its own head: no majority would agree on who is next |
-/// | no pub/sub waiting, for now | a later step wakes waiters on every node's release |
 template <class B, class O, class R, class W>
 struct quorum_rules {
   /// Whether B is a quorum backend at all (the rules below hold otherwise).
@@ -55,10 +54,8 @@ struct quorum_rules {
   static constexpr bool has_lease = !quorum || R::expires;
   /// No line on a quorum.
   static constexpr bool no_line = !quorum || !(detail::queues<O>() || detail::hands_off<W>());
-  /// No pub/sub waits on a quorum yet.
-  static constexpr bool no_pubsub_yet = !quorum || !W::needs_publish;
   /// Every rule holds.
-  static constexpr bool ok = gives_back && has_lease && no_line && no_pubsub_yet;
+  static constexpr bool ok = gives_back && has_lease && no_line;
 };
 
 /// Whether ownership `O`, renewal `R` and wait `W` can work together on
@@ -91,9 +88,7 @@ struct quorum_checks {
   static_assert(quorum_rules<B, O, R, W>::has_lease,
                 "a quorum backend (RedlockBackend) needs a lease (a hold's validity is the lease less the vote's time, and a win that cannot be given back must lapse): use renewal::FixedLease or renewal::Watchdog");
   static_assert(quorum_rules<B, O, R, W>::no_line,
-                "a quorum backend (RedlockBackend) cannot hand the lock over: each node would keep a line of its own and grant its own head, so no majority would agree on the next holder; use ownership::Token or ownership::ReentrantHash with wait::Spin or wait::Backoff");
-  static_assert(quorum_rules<B, O, R, W>::no_pubsub_yet,
-                "pub/sub waiting on a quorum backend (RedlockBackend) is not supported yet: use wait::Spin or wait::Backoff");
+                "a quorum backend (RedlockBackend) cannot hand the lock over: each node would keep a line of its own and grant its own head, so no majority would agree on the next holder; use ownership::Token or ownership::ReentrantHash with wait::Spin, wait::Backoff or wait::PubSub");
   static constexpr bool ok = quorum_rules<B, O, R, W>::ok;
 };
 

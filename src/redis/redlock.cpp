@@ -3,6 +3,8 @@
 #include <dlock/backend/redlock.hpp>
 
 #include <future>
+#include <map>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
@@ -43,6 +45,7 @@ RedlockBackend::RedlockBackend(const std::vector<std::string>& urls) : RedlockBa
 
 RedlockBackend::RedlockBackend(redis::redlock_config cfg) : cfg_(std::move(cfg)) {
   check_quorum(cfg_);
+  channels_ = std::make_shared<channels>();
   try {
     for (const auto& node : cfg_.nodes) nodes_.push_back(std::make_unique<RedisBackend>(core_.get_executor(), node));
     core_.start_thread();
@@ -112,7 +115,9 @@ void on_nodes(RedlockBackend& b, Start start, Done done) {
   auto gather = std::make_shared<ext::fan_in<T>>(b.get_executor(), n, std::move(done));
   for (std::size_t i = 0; i < n; ++i) {
     if (!b.node_available(i)) {
-      gather->deliver(i, T{make_error_code(error::not_connected), {}});
+      T down;
+      down.first = make_error_code(error::not_connected);
+      gather->deliver(i, std::move(down));
       continue;
     }
     start(i, [gather, i](redis::error_code ec, auto v) { gather->deliver(i, T{ec, std::move(v)}); });
@@ -121,6 +126,64 @@ void on_nodes(RedlockBackend& b, Start start, Done done) {
 }
 
 }  // namespace
+
+// The subscriptions of one channel over every node, behind one handle.
+class RedlockBackend::channels final : public redis::detail::subscription_owner,
+                                       public std::enable_shared_from_this<channels> {
+ public:
+  void subscribe(RedlockBackend& b, std::string channel, redis::listener l,
+                 std::function<void(redis::error_code, redis::subscription)> done) {
+    gate(l, done);  // the handle's reset() is final for every node's delivery
+    using one = std::pair<redis::error_code, redis::subscription>;
+    auto self = shared_from_this();
+    const auto need = ext::majority_of(b.node_count());
+    on_nodes<one>(
+        b, [&](std::size_t i, auto deliver) { b.node(i).async_subscribe(channel, l, std::move(deliver)); },
+        [self, channel, need, done = std::move(done)](std::vector<std::optional<one>> got) mutable {
+          std::vector<redis::subscription> subs;
+          std::string refusal;
+          for (auto& r : got) {
+            if (r && !r->first && r->second.active()) subs.push_back(std::move(r->second));
+            else if (r && !r->second.server_reply().empty()) refusal = r->second.server_reply();
+          }
+          if (subs.size() < need) {
+            for (auto& s : subs) s.reset();
+            if (!refusal.empty()) return done(make_error_code(error::server_error), make_refusal(refusal));
+            return done(make_error_code(error::no_quorum), redis::subscription{});
+          }
+          done(redis::error_code{}, self->keep(channel, std::move(subs)));
+        });
+  }
+
+  void remove_listener(std::string, std::uint64_t id) noexcept override {
+    std::vector<redis::subscription> ending;
+    {
+      std::lock_guard g(m_);
+      auto it = subs_.find(id);
+      if (it == subs_.end()) return;
+      ending = std::move(it->second);
+      subs_.erase(it);
+    }
+    for (auto& s : ending) s.reset();  // outside the mutex: each waits for its listener
+  }
+
+ private:
+  redis::subscription keep(const std::string& channel, std::vector<redis::subscription> subs) {
+    std::lock_guard g(m_);
+    const auto id = ++next_;
+    subs_.emplace(id, std::move(subs));
+    return make_subscription(weak_from_this(), channel, id);
+  }
+
+  std::mutex m_;
+  std::uint64_t next_ = 0;
+  std::map<std::uint64_t, std::vector<redis::subscription>> subs_;
+};
+
+void RedlockBackend::subscribe_on_nodes(std::string channel, redis::listener l,
+                                        std::function<void(redis::error_code, redis::subscription)> done) {
+  channels_->subscribe(*this, std::move(channel), std::move(l), std::move(done));
+}
 
 void RedlockBackend::exec_on_nodes(redis::request req, std::function<void(redis::error_code, redis::response)> done) {
   using one = std::pair<redis::error_code, redis::response>;

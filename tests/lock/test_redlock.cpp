@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <future>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -384,4 +385,52 @@ TEST_CASE("Redlock: a release that finds no majority holding is lease_lost, not 
   hold->release(ec);  // one released, one gone, one silent: no majority holds it now
   CHECK(ec == dlock::error::lease_lost);
   CHECK(q.holding("gone") == 0);
+}
+
+TEST_CASE("Redlock: Lock<RedlockBackend> is Redisson's lock on a quorum, its waiters woken by any node's release",
+          "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend holder_side(settings(q)), waiter_side(settings(q));
+  dlock::Lock<dlock::RedlockBackend> holder(holder_side, "pubsub");
+  dlock::Lock<dlock::RedlockBackend> waiter(waiter_side, "pubsub");
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {
+      q[0].kill();  // a node down: the others carry the release's message
+      wait_node(holder_side, 0, false);
+      wait_node(waiter_side, 0, false);
+    }
+    auto hold = holder.acquire();
+    auto waiting = std::async(std::launch::async, [&] {
+      const auto began = std::chrono::steady_clock::now();
+      auto got = waiter.try_acquire_for(scaled(20s));  // released when it goes
+      return std::pair{got.has_value(), std::chrono::steady_clock::now() - began};
+    });
+    std::this_thread::sleep_for(scaled(300ms));  // the waiter tried, subscribed, and sleeps
+    hold.release();
+    auto [won, took] = waiting.get();
+    INFO("round " << round << ": " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+    CHECK(won);
+    // Woken by the release, not by the 5 s recheck nor the 30 s lease.
+    CHECK(took < scaled(300ms) + scaled(2s));
+  }
+}
+
+TEST_CASE("Redlock: what persistence does to the restart story (a node killed and back at once)", "[redlock]") {
+  const auto lease = scaled(1500ms);
+  auto with = [](std::vector<std::string> args) {
+    dlock::test::server_options opts;
+    opts.extra_args = std::move(args);
+    return opts;
+  };
+  // The node comes back with A's key: B waits for A's lease to end.
+  // everysec only delays the fsync; Redis writes the AOF before it answers,
+  // so a killed process loses nothing (a machine that loses power could
+  // lose the last second, the grant with it).
+  auto fsync = GENERATE(as<std::string>{}, "always", "everysec");
+  INFO("appendfsync " << fsync);
+  dlock::examples::redlock_story::stage stage(lease, with({"--appendonly", "yes", "--appendfsync", fsync}));
+  auto o = stage.play(0ms);
+  CHECK(o.a_held);
+  CHECK(o.b_held);
+  CHECK_FALSE(o.overlap);
 }

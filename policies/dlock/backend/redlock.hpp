@@ -39,9 +39,8 @@ namespace dlock {
 ///   watchdog's renewals) run on every node, and each reply holds one
 ///   element per node, in node order: that node's reply, or an error value
 ///   `DLOCK <node>: <why>` for a node that gave none in time.
-/// - Waits: wait::TryOnce, Spin and Backoff. Pub/sub waits are refused by
-///   the rule table for now (async_subscribe completes with
-///   invalid_argument).
+/// - Waits: wait::TryOnce, Spin, Backoff and PubSub (subscribed on every
+///   node: a release's message on any node wakes the waiter).
 ///
 /// Thread safety: every member function may be called from any thread.
 class RedlockBackend {
@@ -134,14 +133,20 @@ class RedlockBackend {
         [this, calls = std::move(calls)](auto done) mutable { eval_all_on_nodes(std::move(calls), std::move(done)); });
   }
 
-  /// Not offered yet: completes with invalid_argument (the rule table
-  /// refuses pub/sub waits on a quorum).
+  /// Subscribes to `channel` on every node that is up (a release publishes
+  /// on every node it reaches, so a waiter hears it from any of them);
+  /// completion `void(error_code, redis::subscription)` once a majority has
+  /// confirmed (a release that reaches a majority then reaches one of
+  /// them), waited for up to `reply_timeout`. Fewer: no_quorum, or
+  /// server_error with a node's words when nodes refused it. The one
+  /// subscription ends every node's; a node that reconnects subscribes
+  /// again and tells the listener it may have missed messages.
   template <class CompletionToken>
-  auto async_subscribe(std::string_view /*key*/, std::string /*channel*/, redis::listener /*l*/,
-                       CompletionToken&& token) {
+  auto async_subscribe(std::string_view /*key*/, std::string channel, redis::listener l, CompletionToken&& token) {
     return ext::initiate_through_function<redis::error_code, redis::subscription>(
-        std::forward<CompletionToken>(token), get_executor(), [](auto done) {
-          done(make_error_code(error::invalid_argument), redis::subscription{});
+        std::forward<CompletionToken>(token), get_executor(),
+        [this, channel = std::move(channel), l = std::move(l)](auto done) mutable {
+          subscribe_on_nodes(std::move(channel), std::move(l), std::move(done));
         });
   }
 
@@ -153,6 +158,10 @@ class RedlockBackend {
   void eval_all_on_nodes(std::vector<redis::script_call> calls,
                          std::function<void(std::vector<redis::call_result>)> done);
   redis::value no_reply(std::size_t node, const redis::error_code& ec) const;
+  void subscribe_on_nodes(std::string channel, redis::listener l,
+                          std::function<void(redis::error_code, redis::subscription)> done);
+  class channels;  // the subscriptions over every node (redlock.cpp)
+  std::shared_ptr<channels> channels_;
 
   redis::redlock_config cfg_;
   backend_core core_;
