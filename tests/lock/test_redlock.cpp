@@ -434,3 +434,79 @@ TEST_CASE("Redlock: what persistence does to the restart story (a node killed an
   CHECK(o.b_held);
   CHECK_FALSE(o.overlap);
 }
+
+namespace {
+
+using RedlockFenced = dlock::Lock<dlock::RedlockBackend, o::Token, r::FixedLease, w::TryOnce>;
+
+o::Token fenced() {
+  o::Token t;
+  t.fencing = dlock::fencing_tokens{};
+  return t;
+}
+
+// A token far above what any node's clock gives now (TIME in microseconds
+// plus about 11 days): a counter that held it must carry the order.
+std::uint64_t far_token() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count()) +
+         1'000'000'000'000ULL;
+}
+
+}  // namespace
+
+TEST_CASE("Redlock fencing: a win's token is the highest its nodes gave, written back to every node", "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend b(settings(q));
+  RedlockFenced lock(b, "fenced", fenced(), r::FixedLease(scaled(10s)));
+  // Node 0 alone once handed out a far higher number (as if it had been
+  // part of a majority the others never heard of).
+  const auto far = far_token();
+  const auto counter = dlock::ext::fence_key("fenced");
+  q[0].command({"SET", counter, std::to_string(far), "PX", "60000"});
+  auto first = lock.try_acquire();
+  REQUIRE(first.has_value());
+  REQUIRE(first->fencing_token().has_value());
+  const auto t1 = *first->fencing_token();
+  CHECK(t1 > far);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(std::stoull(q[i].command({"GET", counter})) >= t1);
+  first->release();
+  // Node 0 restarts without persistence and forgets: the others, written
+  // back, still carry the order.
+  q[0].kill();
+  q[0].start();
+  wait_node(b, 0, true);
+  auto second = lock.try_acquire();
+  REQUIRE(second.has_value());
+  CHECK(*second->fencing_token() > t1);
+}
+
+TEST_CASE("Redlock fencing: tokens only increase through a restart of every node, with persistence",
+          "[redlock]") {
+  dlock::test::server_options always;
+  always.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+  std::vector<std::unique_ptr<redis_server>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<redis_server>(always));
+  quorum_servers q(0);
+  q.servers = std::move(nodes);
+  const auto far = far_token();
+  for (std::size_t i = 0; i < 3; ++i)
+    q[i].command({"SET", dlock::ext::fence_key("kept"), std::to_string(far), "PX", "600000"});
+  std::uint64_t before = 0;
+  {
+    dlock::RedlockBackend b(settings(q));
+    RedlockFenced lock(b, "kept", fenced(), r::FixedLease(scaled(10s)));
+    auto hold = lock.try_acquire();
+    REQUIRE(hold.has_value());
+    before = *hold->fencing_token();
+    CHECK(before > far);
+    hold->release();
+  }
+  for (std::size_t i = 0; i < 3; ++i) q[i].restart();  // SIGKILL, then back with the AOF
+  dlock::RedlockBackend b(settings(q));
+  RedlockFenced lock(b, "kept", fenced(), r::FixedLease(scaled(10s)));
+  auto hold = lock.try_acquire();
+  REQUIRE(hold.has_value());
+  CHECK(*hold->fencing_token() > before);  // the clocks alone would give far less
+}

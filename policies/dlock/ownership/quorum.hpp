@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <random>
@@ -62,14 +63,8 @@ class Quorum : public quorum_parts::batching<O> {
   /// The ownership run on each node.
   const O& inner() const noexcept { return *inner_; }
 
-  /// O's validation; fencing tokens are not offered on a quorum yet
-  /// (invalid_argument).
-  std::error_code validate() const {
-    if constexpr (requires { inner_->fencing.has_value(); }) {
-      if (inner_->fencing) return make_error_code(error::invalid_argument);
-    }
-    return inner_->validate();
-  }
+  /// O's validation.
+  std::error_code validate() const { return inner_->validate(); }
 
   /// O's channel (published on each node).
   static std::string channel(std::string_view name) { return O::channel(name); }
@@ -112,8 +107,15 @@ class Quorum : public quorum_parts::batching<O> {
     // Redlock's validity: what is left of the lease after the vote, less
     // the drift (the hold's loss margin).
     if (won >= need && ext::steady::now() < start + rec.lease - rec.margin) {
-      rec.confirm(start);
-      co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+      // With fencing, the hold's token is the highest the won nodes took,
+      // raised on a majority before the hold counts (see fence_won).
+      if (!fencing_on() || rec.fence || co_await fence_won(backend, rec, start + rec.lease - rec.margin)) {
+        if (ext::steady::now() < start + rec.lease - rec.margin) {
+          rec.confirm(start);
+          co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+        }
+      }
+      rec.fence.reset();
     }
     // Not held: whatever may have been won is given back.
     std::size_t still = co_await give_back(backend, rec, maybe_ours, waited);
@@ -190,10 +192,13 @@ class Quorum : public quorum_parts::batching<O> {
       else if (got[i]->second) ++won;
       ours[i] = !got[i] || got[i]->first || got[i]->second;
     }
-    if (won >= need) co_return std::pair{error_code{}, true};
+    // With fencing on, a win found this way has no token (it cannot be
+    // taken after the fact on a quorum, as one server's lock does): it is
+    // given back, and the acquire tries again.
+    if (won >= need && !fencing_on()) co_return std::pair{error_code{}, true};
     // Not held: a minority it may hold is given back.
     if (won > 0 || unknown > 0) co_await give_back(backend, rec, ours, backend.reply_timeout());
-    if (won + unknown < need) co_return std::pair{error_code{}, false};
+    if (won + unknown < need || (won >= need && fencing_on())) co_return std::pair{error_code{}, false};
     co_return std::pair{error_code(error::outcome_unknown), false};
   }
 
@@ -264,6 +269,41 @@ class Quorum : public quorum_parts::batching<O> {
       }
     }
     co_return left;
+  }
+
+  // Whether O hands out fencing tokens (its `fencing` is set).
+  bool fencing_on() const {
+    if constexpr (requires { inner_->fencing.has_value(); }) return inner_->fencing.has_value();
+    else return false;
+  }
+
+  // A win's fencing token: the highest the won nodes' own counters gave
+  // (each raised its counter in the try's script), written back to every
+  // node's counter, which a majority must confirm by `until`. Then any
+  // later win's majority shares a node with this one whose counter is at
+  // least the token, and takes a higher one. Sets rec.fence; false when no
+  // token can be trusted (the win is then given back by the caller's path).
+  template <class B>
+  asio::awaitable<bool> fence_won(B& backend, record& rec, ext::steady::time_point until) const {
+    std::uint64_t top = 0;
+    for (auto& node : rec.state.nodes)
+      if (auto f = node->fence(rec.attempt_id)) top = std::max(top, *f);
+    if (top == 0) co_return false;
+    const auto key = ext::fence_key(rec.name);
+    const auto token = std::to_string(top);
+    std::string idle;
+    if constexpr (requires { inner_->fencing.has_value(); }) idle = ext::fence_arg(inner_->fencing);
+    // Named, not a temporary in the co_await: see give_back.
+    auto start = [&](auto, auto* node, auto slot, auto) {
+      return quorum_parts::node_raise<O>(node, std::move(slot), key, token, idle);
+    };
+    auto got = co_await each<bool>(backend, rec, std::min(until, ext::steady::now() + backend.reply_timeout()), nullptr,
+                                   start);
+    std::size_t raised = 0;
+    for (const auto& r : got) raised += r && !r->first && r->second;
+    if (raised < ext::majority_of(backend.node_count())) co_return false;
+    rec.fence = top;
+    co_return true;
   }
 
   // After a split vote: a random pause of up to the time the vote took

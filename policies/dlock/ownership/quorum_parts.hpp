@@ -3,7 +3,9 @@
 // renewal verdicts are counted.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,21 +73,32 @@ class node_slot {
   /// not won (it did not run, lost, or was given back), or nullopt when
   /// unknown. Read and written in turn only.
   std::optional<bool> verdict(const std::string& attempt) const {
+    std::lock_guard g(m_);
     if (attempt != attempt_) return std::nullopt;
     return verdict_;
   }
-  /// What this node now knows of try `attempt` (see verdict()).
-  void set_verdict(const std::string& attempt, std::optional<bool> v) {
+  /// What this node now knows of try `attempt` (see verdict()), and the
+  /// fencing token its win took there, if any.
+  void set_verdict(const std::string& attempt, std::optional<bool> v, std::optional<std::uint64_t> fence = {}) {
+    std::lock_guard g(m_);
     attempt_ = attempt;
     verdict_ = v;
+    fence_ = fence;
+  }
+  /// The fencing token try `attempt` took on this node (with fencing on).
+  std::optional<std::uint64_t> fence(const std::string& attempt) const {
+    std::lock_guard g(m_);
+    return attempt == attempt_ && verdict_ == std::optional<bool>(true) ? fence_ : std::nullopt;
   }
 
  private:
   static constexpr bool has_state = requires { typename O::hold_state; };
   ext::turns turns_;
   [[no_unique_address]] typename state_of<O>::type state_{};  // read and written in turn only
+  mutable std::mutex m_;  // the verdict is read outside the turns too (after a vote)
   std::string attempt_;
   std::optional<bool> verdict_;
+  std::optional<std::uint64_t> fence_;
 };
 
 /// Each node's part of a hold (made at its first operation), and when its
@@ -115,7 +128,7 @@ asio::awaitable<std::pair<error_code, attempt>> node_try(std::shared_ptr<const O
   std::optional<bool> v;
   if (!out.first) v = out.second.acquired;
   else if (!ext::may_have_run(out.first)) v = false;  // it did not run
-  slot->set_verdict(rec->attempt_id, v);
+  slot->set_verdict(rec->attempt_id, v, rec->fence);
   co_return out;
 }
 /// O's release on one node. As a give-back (`give_back`) of try
@@ -137,6 +150,24 @@ asio::awaitable<std::pair<error_code, release_outcome>> node_release(std::shared
   if (give_back && !out.first) slot->set_verdict(rec->attempt_id, false);
   co_return out;
 }
+/// Raises this node's fencing counter `key` to at least `token` (keeping
+/// it `idle` ms), in its turn: whether the node confirmed it.
+template <class O, class N>
+asio::awaitable<std::pair<error_code, bool>> node_raise(N* node, std::shared_ptr<node_slot<O>> slot, std::string key,
+                                                        std::string token, std::string idle) {
+  static const redis::script raise(R"lua(
+local now = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if now < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return 1
+)lua");
+  co_await slot->turns().enter();
+  ext::turn_pass pass(slot->turns());
+  std::vector<std::string> keys{std::move(key)};
+  std::vector<std::string> args{std::move(token), std::move(idle)};
+  auto [ec, v] = co_await ext::eval(*node, raise, std::move(keys), std::move(args));
+  co_return std::pair{ec, !ec && ext::integer_of(v) == 1};
+}
+
 /// Whether try `rec->attempt_id` holds this node: what the node knows, else
 /// O's resolve (a marker read after a give-back could say "won").
 template <class O, class N>
