@@ -4,8 +4,12 @@
 // a contended run under the hold-history checker.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -18,6 +22,7 @@
 #include <support/polling.hpp>
 #include <support/redis_server.hpp>
 
+#include "../../examples/fenced_store.hpp"
 #include "../../examples/redlock_story.hpp"
 #include "lock_support.hpp"
 
@@ -279,18 +284,32 @@ TEST_CASE("Redlock: a reentrant hash counts on every node", "[redlock]") {
   CHECK(q.holding("reentrant") == 0);
 }
 
-TEST_CASE("Redlock: contended by several clients, no two holds overlap", "[redlock]") {
+TEST_CASE("Redlock: contended by several clients, no two holds overlap, also with a node stalled",
+          "[redlock]") {
+  const bool stalled = GENERATE(false, true);
+  INFO((stalled ? "node 2 stalled (SIGSTOP)" : "every node answers"));
   quorum_servers q(3);
-  const auto cfg = settings(q);
+  auto cfg = settings(q);
+  if (stalled) cfg.reply_timeout = scaled(50ms);  // each vote waits this long for node 2
+  const int per_worker = stalled ? 8 : 15;
   dlock::test::hold_history history;
   std::atomic<int> failures{0};
   std::vector<std::thread> workers;
+  std::latch connected(4), go(1);
   for (int t = 0; t < 4; ++t) {
     workers.emplace_back([&, t] {
       try {
-        dlock::RedlockBackend b(cfg);
-        RedlockTokenSpin lock(b, "contended", {}, r::FixedLease(scaled(5s)), w::Spin(2ms));
-        for (int i = 0; i < 15; ++i) {
+        std::optional<dlock::RedlockBackend> b;
+        try {
+          b.emplace(cfg);
+        } catch (...) {
+          connected.count_down();
+          throw;
+        }
+        connected.count_down();
+        go.wait();
+        RedlockTokenSpin lock(*b, "contended", {}, r::FixedLease(scaled(5s)), w::Spin(2ms));
+        for (int i = 0; i < per_worker; ++i) {
           auto hold = lock.acquire();
           auto start = dlock::test::monotonic_ns();
           std::this_thread::sleep_for(1ms);
@@ -303,11 +322,15 @@ TEST_CASE("Redlock: contended by several clients, no two holds overlap", "[redlo
       }
     });
   }
+  connected.wait();
+  if (stalled) q[2].pause();  // every worker is connected to it: their votes wait for it
+  go.count_down();
   for (auto& th : workers) th.join();
+  if (stalled) q[2].resume();
   CHECK(failures == 0);
-  CHECK(history.size() == 60);
+  CHECK(history.size() == static_cast<std::size_t>(4 * per_worker));
   CHECK(history.overlaps().empty());
-  CHECK(q.holding("contended") == 0);
+  CHECK(dlock::test::wait_until([&] { return q.holding("contended") == 0; }, scaled(5s)));
 }
 
 TEST_CASE("Redlock: a vote that needs a node answering after the lease is not granted, and is given back",
@@ -509,4 +532,86 @@ TEST_CASE("Redlock fencing: tokens only increase through a restart of every node
   auto hold = lock.try_acquire();
   REQUIRE(hold.has_value());
   CHECK(*hold->fencing_token() > before);  // the clocks alone would give far less
+}
+
+namespace {
+
+// A file whose first 8 bytes step the wall clock of a server started with
+// clock_env() (tests/support/skewed_clock.cpp), by that many milliseconds.
+class clock_step {
+ public:
+  clock_step() {
+    char path[] = "/tmp/dlock-clock-XXXXXX";
+    fd_ = ::mkstemp(path);
+    REQUIRE(fd_ >= 0);
+    path_ = path;
+    set(0ms);
+  }
+  ~clock_step() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  clock_step(const clock_step&) = delete;
+  clock_step& operator=(const clock_step&) = delete;
+  std::vector<std::string> clock_env() const {
+    return {"LD_PRELOAD=" DLOCK_SKEWED_CLOCK_PATH, "DLOCK_CLOCK_STEP_FILE=" + path_};
+  }
+  void set(std::chrono::milliseconds d) {
+    long long ms = d.count();
+    REQUIRE(::pwrite(fd_, &ms, sizeof ms, 0) == static_cast<ssize_t>(sizeof ms));
+  }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+}  // namespace
+
+TEST_CASE("Redlock: a node whose clock jumps lets a second holder in; fencing refuses the stale write",
+          "[redlock]") {
+  // Kleppmann's scenario on 5 nodes: A holds on nodes 0-2 (3 and 4 were
+  // down); node 2's clock jumps forward past the lease, so it expires A's
+  // key; B wins nodes 2-4 while A still holds by its own clock.
+  clock_step step;
+  quorum_servers q(0);
+  for (int i = 0; i < 5; ++i) {
+    dlock::test::server_options opts;
+    if (i == 2) opts.environment = step.clock_env();
+    q.servers.push_back(std::make_unique<redis_server>(opts));
+  }
+  const auto lease = scaled(5s);
+  dlock::RedlockBackend a_side(settings(q));
+  q[3].kill();
+  q[4].kill();
+  wait_node(a_side, 3, false);
+  wait_node(a_side, 4, false);
+  RedlockFenced a(a_side, "jump", fenced(), r::FixedLease(lease));
+  auto a_hold = a.try_acquire();
+  REQUIRE(a_hold.has_value());
+  const auto a_start = dlock::test::monotonic_ns();
+  const auto a_token = *a_hold->fencing_token();
+  CHECK(q.holding("jump") == 3);
+  q[3].start();
+  q[4].start();
+  step.set(lease * 2);  // node 2's clock jumps: A's key there is past its expiry
+  CHECK(q[2].command({"EXISTS", "jump"}) == "0");
+  dlock::RedlockBackend b_side(settings(q));
+  RedlockFenced b(b_side, "jump", fenced(), r::FixedLease(lease));
+  auto b_hold = b.try_acquire();
+  REQUIRE(b_hold.has_value());
+  const auto b_start = dlock::test::monotonic_ns();
+  CHECK_FALSE(a_hold->lost());  // A's own clock says its lease runs on
+  dlock::test::hold_history history;
+  history.add({"jump", "a", a_start, dlock::test::monotonic_ns()});
+  history.add({"jump", "b", b_start, dlock::test::monotonic_ns()});
+  CHECK(history.overlaps().size() == 1);  // two holders: the checker says so
+  // Fencing: B's token is higher, so the resource refuses A's late write.
+  const auto b_token = *b_hold->fencing_token();
+  CHECK(b_token > a_token);
+  dlock::examples::fenced_store store;
+  CHECK(store.write(b_token, "B"));
+  CHECK_FALSE(store.write(a_token, "A, late"));
+  CHECK(store.value() == "B");
+  step.set(0ms);
 }

@@ -1,10 +1,15 @@
 // An LD_PRELOAD library for the test harness: the process's wall clock
 // (CLOCK_REALTIME, gettimeofday, time) runs DLOCK_CLOCK_SKEW_MS
-// milliseconds ahead (or behind, when negative); the monotonic clocks are
+// milliseconds ahead (or behind, when negative), plus, when
+// DLOCK_CLOCK_STEP_FILE names a file of at least 8 bytes, the 64-bit
+// count of milliseconds at its start, read at every call: a test steps
+// the clock of a running server by writing it. The monotonic clocks are
 // left alone. It does what Debian's faketime would, which redis-server 7.0
 // does not survive (libfaketime 0.9.10 aborts it at start with "recursive
 // calls to clock_gettime"): it resolves nothing at run time, so nothing it
 // calls can call back into it. Every call is a system call (no vDSO).
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -22,6 +27,26 @@ long long skew_ns() {
   return ns;
 }
 
+// The step file, mapped once (read-only, shared: the test's writes show
+// at once); null when there is none.
+const volatile long long* step_ms() {
+  static const volatile long long* at = []() -> const volatile long long* {
+    const char* path = std::getenv("DLOCK_CLOCK_STEP_FILE");
+    if (!path) return nullptr;
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    void* p = ::mmap(nullptr, sizeof(long long), PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    return p == MAP_FAILED ? nullptr : static_cast<const volatile long long*>(p);
+  }();
+  return at;
+}
+
+long long offset_ns() {
+  const volatile long long* step = step_ms();
+  return skew_ns() + (step ? *step * 1000000LL : 0LL);
+}
+
 bool is_wall_clock(clockid_t id) { return id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE; }
 
 }  // namespace
@@ -31,7 +56,7 @@ extern "C" {
 int clock_gettime(clockid_t id, struct timespec* ts) {
   long r = ::syscall(SYS_clock_gettime, id, ts);
   if (r == 0 && is_wall_clock(id)) {
-    long long total = static_cast<long long>(ts->tv_sec) * 1000000000LL + ts->tv_nsec + skew_ns();
+    long long total = static_cast<long long>(ts->tv_sec) * 1000000000LL + ts->tv_nsec + offset_ns();
     ts->tv_sec = static_cast<time_t>(total / 1000000000LL);
     ts->tv_nsec = static_cast<long>(total % 1000000000LL);
   }
