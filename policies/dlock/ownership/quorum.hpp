@@ -196,9 +196,11 @@ class Quorum : public quorum_parts::batching<O> {
     // taken after the fact on a quorum, as one server's lock does): it is
     // given back, and the acquire tries again.
     if (won >= need && !fencing_on()) co_return std::pair{error_code{}, true};
-    // Not held: a minority it may hold is given back.
-    if (won > 0 || unknown > 0) co_await give_back(backend, rec, ours, backend.reply_timeout());
-    if (won + unknown < need || (won >= need && fencing_on())) co_return std::pair{error_code{}, false};
+    // Not held (or held without a token): what it may hold is given back.
+    std::size_t still = 0;
+    if (won > 0 || unknown > 0) still = co_await give_back(backend, rec, ours, backend.reply_timeout());
+    if (won >= need) co_return std::pair{still >= need ? error_code(error::outcome_unknown) : error_code{}, false};
+    if (won + unknown < need) co_return std::pair{error_code{}, false};
     co_return std::pair{error_code(error::outcome_unknown), false};
   }
 
