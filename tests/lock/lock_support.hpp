@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -23,15 +24,21 @@ namespace dlock::test {
 
 using namespace std::chrono_literals;
 
+/// The code and message of the std::system_error that `f()` throws, or none.
+template <class F>
+std::pair<std::error_code, std::string> thrown_error(F&& f) {
+  try {
+    f();
+  } catch (const std::system_error& e) {
+    return {e.code(), e.what()};
+  }
+  return {};
+}
+
 /// The error code of the std::system_error that `make()` throws, or none.
 template <class F>
 std::error_code thrown_by(F&& make) {
-  try {
-    make();
-  } catch (const std::system_error& e) {
-    return e.code();
-  }
-  return {};
+  return thrown_error(std::forward<F>(make)).first;
 }
 
 /// The policy values the tests use for a lock type: the defaults, except

@@ -82,12 +82,7 @@ void wait_node(dlock::RedlockBackend& b, std::size_t i, bool up) {
 // The message of the std::system_error that `f()` throws, or none.
 template <class F>
 std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const std::system_error& e) {
-    return e.what();
-  }
-  return {};
+  return dlock::test::thrown_error(std::forward<F>(f)).second;
 }
 
 }  // namespace
