@@ -277,6 +277,47 @@ def check_cluster(exe, out):
         fail("the table has no cluster figures")
 
 
+def check_redlock(exe, out):
+    """--backend redlock3: each combination a quorum allows that the filter
+    keeps has its cycle on one server and on three nodes, a contended run
+    on each without overlap or lost update; the fault rows say what the
+    design promises: locking goes on with a node dead, a majority dead is
+    no_quorum with nothing left held, every vote succeeds with a node
+    stalled (each waiting out the reply timeout), and the restart story
+    overlaps at once and not when delayed."""
+    r, data = run_backend(exe, "redlock3", "token/fixed/", out)
+    q = data["backends"]["redlock"]
+    if not q or q["sizes"] != [3] or not q["deployment"]:
+        fail(f"no redlock part: {data['backends']}")
+    names = sorted(row["name"] for row in q["rows"])
+    if names != ["token/fixed/backoff", "token/fixed/spin", "token/fixed/tryonce"]:
+        fail(f"redlock rows {names}")
+    for row in q["rows"]:
+        [three] = row["quorums"]
+        if not (row["single"]["samples"] > 0 and three["nodes"] == 3 and three["cycle"]["samples"] > 0
+                and three["cycle_vs_single"] > 0 and row["workers"] == 8):
+            fail(f"{row['name']}: cycles or ratios missing: {row}")
+        for x in (row["single_contended"], three["contended"]):
+            if x["errors"] or not x["cycles"] > 0 or x["overlaps"] or x["lost_updates"]:
+                fail(f"{row['name']}: a contended run looks wrong: {x}")
+        # Every node runs the try: three nodes cost more commands than one.
+        if not three["commands_per_acquisition"] > row["single_commands_per_acquisition"] > 0:
+            fail(f"{row['name']}: commands per acquisition: {row}")
+    [loss] = q["node_loss"]
+    if not (loss["runs"] == 1 and [len(k) for k in loss["death_to_acquire_ms"]] == [1]
+            and loss["majority_lost_refused"] == 1 and loss["left_held"] == 0):
+        fail(f"the killed-nodes row: {loss}")
+    [stall] = q["stalled"]
+    if not (stall["acquired"] == stall["attempts"] > 0 and stall["errors"] == 0
+            and stall["stalled_acquire"]["p50_us"] >= 900 * stall["reply_timeout_ms"]):
+        fail(f"the stalled-node row: {stall}")
+    s = q["restart"]
+    if not (s["runs"] == 1 and s["at_once_overlaps"] == 1 and s["delayed_overlaps"] == 0 and s["delayed_b_held"] == 1):
+        fail(f"the restart story's counts: {s}")
+    if "fault: the restart story" not in r.stdout or "token/fixed/spin" not in r.stdout:
+        fail("the table has no Redlock figures")
+
+
 def check_renewals(data, stdout):
     """The renewal phase: the default lock held 2,000 times, renewed in
     batches and one call per lock in alternating windows; counts, not
@@ -364,7 +405,9 @@ def main():
     check_backends(exe, out + "-backends")
     check_cluster(exe, out + "-cluster")
     check_tls(exe, out + "-tls")
-    one_line_failure(exe, ["--backend", "redlock"], 2, "--backend is a comma list of single, sentinel, cluster and tls")
+    check_redlock(exe, out + "-redlock")
+    one_line_failure(exe, ["--backend", "redlock"], 2,
+                     "--backend is a comma list of single, sentinel, cluster, tls, redlock3 and redlock5")
     one_line_failure(exe, ["--bogus"], 2, "unknown option '--bogus'")
     one_line_failure(exe, ["--filter", "no-such-lock"], 2, "no combination matches")
     one_line_failure(exe, ["--seconds", "0"], 2, "--seconds needs a number of seconds")

@@ -64,10 +64,13 @@ bool take(L& lock, std::int64_t deadline_ns) {
 }  // namespace detail
 
 /// The inventory's GET or SET on `key`: on a backend that routes by key
-/// (ClusterBackend), to the master of its slot.
+/// (ClusterBackend), to the master of its slot; on a quorum
+/// (RedlockBackend), to its first node (the counter is plain data, not a
+/// vote: one copy).
 template <class B>
 redis::value keyed_command(B& backend, const std::string& key, redis::request req) {
   if constexpr (requires { backend.command(key, req); }) return backend.command(key, std::move(req));
+  else if constexpr (contract::backend_quorum<B>) return backend.node(0).command(std::move(req));
   else return backend.command(std::move(req));
 }
 

@@ -27,6 +27,7 @@
 
 #include "backends.hpp"
 #include "cluster.hpp"
+#include "redlock_phase.hpp"
 #include "contention.hpp"
 #include "faults.hpp"
 #include "measure.hpp"
@@ -73,7 +74,8 @@ tls_result run_tls(const options& o, const counts& n) {
   return t;
 }
 
-// The backends phases. --backend cluster: see cluster.hpp. --backend
+// The backends phases. --backend cluster: see cluster.hpp; redlock3 and
+// redlock5: see redlock_phase.hpp. --backend
 // sentinel: its own private server for the one-server column (so that both
 // sides run on this machine, the same way), a Sentinel deployment, every
 // selected combination's cycle on both, then seed 003's story.
@@ -94,6 +96,21 @@ backends_result run_backends(const options& o, const counts& n) {
     b.cluster = run_cluster(plan);
   }
   if (has(o.backends, "tls")) b.tls = run_tls(o, n);
+  if (has(o.backends, "redlock3") || has(o.backends, "redlock5")) {
+    redlock_plan plan;
+    plan.filter = o.filter;
+    for (int size : {3, 5})
+      if (has(o.backends, "redlock" + std::to_string(size))) plan.sizes.push_back(size);
+    plan.placement = o.placement;
+    plan.cycles = n.cycles;
+    plan.pairs = n.pairs;
+    plan.contended_pairs = o.how == depth::quick ? 1 : o.how == depth::thorough ? 4 : 2;
+    plan.contention = n.contention;
+    plan.loss_runs = n.node_loss_runs;
+    plan.stall_attempts = n.stall_attempts;
+    plan.restart_runs = n.restart_runs;
+    b.redlock = run_redlock(plan);
+  }
   if (!has(o.backends, "sentinel")) return b;
   std::fprintf(stderr, "backends: starting a private redis-server and a Sentinel deployment...\n");
   dlock::test::redis_server single_server;

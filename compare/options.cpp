@@ -7,7 +7,8 @@ namespace dlock::compare {
 
 std::string usage() {
   return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--seconds S]\n"
-         "                     [--placement same|split|free] [--backend single,sentinel,cluster,tls]\n"
+         "                     [--placement same|split|free] [--backend single,sentinel,cluster,tls,\n"
+         "                                redlock3,redlock5]\n"
          "                     [--out DIR] [--list]\n"
          "\n"
          "Compares every lock combination dlock compiles, on one Redis, and writes\n"
@@ -26,8 +27,9 @@ std::string usage() {
          "                    the server and this program (and redis-py) to one\n"
          "                    CPU, 'split' to two, 'free' leaves them to the\n"
          "                    scheduler (only this program is pinned with --redis)\n"
-         "  --backend LIST    single (default), sentinel, cluster, tls, or a comma\n"
-         "                    list of them: 'single,sentinel,cluster,tls'.\n"
+         "  --backend LIST    single (default), sentinel, cluster, tls, redlock3,\n"
+         "                    redlock5, or a comma list of them:\n"
+         "                    'single,sentinel,cluster,tls,redlock3,redlock5'.\n"
          "                    sentinel starts a master with two replicas and a\n"
          "                    sentinel, measures each combination's uncontended\n"
          "                    cycle there without and with replica acknowledgement,\n"
@@ -44,7 +46,13 @@ std::string usage() {
          "                    a plain port and a TLS port (certificates made with\n"
          "                    openssl), and measures the blocking PING and each\n"
          "                    combination's uncontended cycle on both, alternating\n"
-         "                    (what TLS costs, as ratios)\n"
+         "                    (what TLS costs, as ratios). redlock3 and redlock5\n"
+         "                    start Redlock deployments of 3 and 5 servers and one\n"
+         "                    server, and measure every combination a quorum\n"
+         "                    allows: its uncontended cycle and 8-worker hand-off\n"
+         "                    on each, alternating (their ratios); then nodes\n"
+         "                    killed up to a minority and one more, one node\n"
+         "                    stalled, and the node-restart story as fault rows\n"
          "  --out DIR         where compare.json goes (default: compare-out)\n"
          "  --list            print the combinations and exit\n";
 }
@@ -83,8 +91,9 @@ std::optional<options> parse_options(const std::vector<std::string_view>& args, 
         auto comma = text.find(',', at);
         if (comma == std::string::npos) comma = text.size();
         auto one = text.substr(at, comma - at);
-        if (one != "single" && one != "sentinel" && one != "cluster" && one != "tls") {
-          why = "--backend is a comma list of single, sentinel, cluster and tls, not '" + text + "'";
+        if (one != "single" && one != "sentinel" && one != "cluster" && one != "tls" && one != "redlock3" &&
+            one != "redlock5") {
+          why = "--backend is a comma list of single, sentinel, cluster, tls, redlock3 and redlock5, not '" + text + "'";
           return std::nullopt;
         }
         if (std::find(o.backends.begin(), o.backends.end(), one) == o.backends.end()) o.backends.push_back(one);

@@ -27,7 +27,9 @@ struct options {
   /// run: each combination's uncontended cycle without and with replica
   /// acknowledgement, alternating with the same combination on one server,
   /// and seed 003's failover story as a fault row), "cluster" (see
-  /// cluster.hpp) and "tls" (see tls_phase.hpp).
+  /// cluster.hpp), "tls" (see tls_phase.hpp), and "redlock3" and
+  /// "redlock5" (see redlock_phase.hpp: one phase, with a deployment of
+  /// each size named).
   std::vector<std::string> backends{"single"};
   bool list = false;
   bool help = false;

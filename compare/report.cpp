@@ -247,6 +247,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
   }
   out += ",\n    \"cluster\": " + (backends.cluster ? cluster_json(*backends.cluster) : std::string("null"));
   out += ",\n    \"tls\": " + (backends.tls ? tls_json(*backends.tls) : std::string("null"));
+  out += ",\n    \"redlock\": " + (backends.redlock ? redlock_json(*backends.redlock) : std::string("null"));
   out += "}\n}\n";
   return out;
 }

@@ -196,6 +196,76 @@ struct tls_result {
   std::vector<tls_row> rows;  ///< PING first
 };
 
+/// One Redlock deployment's side of a combination (--backend redlock3,
+/// redlock5): its uncontended cycle in blocks that alternate with one
+/// server's, and W workers on one lock in runs that alternate with one
+/// server's.
+struct quorum_side {
+  int nodes = 0;
+  latency cycle;
+  std::vector<double> cycle_pairs;  ///< each block's p50 over the one-server block's next to it
+  contention_result contended;      ///< the last contended run
+  /// Commands every node ran per acquisition in the last contended run
+  /// (INFO commandstats summed over the nodes; the critical section's two
+  /// left out).
+  double commands_per_acquisition = 0;
+  std::vector<double> handoff_rate_pairs, handoff_latency_pairs;  ///< over one server's, per pair of runs
+  std::size_t overlaps = 0, errors = 0;                           ///< over every contended run
+};
+
+/// One combination that a quorum allows, on one server and on each Redlock
+/// deployment of the run.
+struct redlock_row {
+  std::string name;
+  latency single;
+  int workers = 0;
+  contention_result single_contended;
+  double single_commands_per_acquisition = 0;
+  std::vector<quorum_side> quorums;  ///< in the order of redlock_result::sizes
+};
+
+/// Nodes of an N-node deployment killed one at a time (SIGKILL) under a
+/// client that locks and unlocks without pause, up to a minority; then
+/// one more, with the client idle.
+struct node_loss_row {
+  int nodes = 0, runs = 0;
+  /// [k-1]: from the k-th kill to the answer of the client's first acquire
+  /// begun after it, each run (ms).
+  std::vector<std::vector<double>> death_to_acquire_ms;
+  double healthy_gap_ms = 0;  ///< the median time between acquires before any kill
+  /// Runs in which, with a majority dead, lock() failed with no_quorum
+  /// naming every dead node; and runs in which a live node held the lock
+  /// afterwards.
+  int majority_lost_refused = 0, left_held = 0;
+};
+
+/// One node of N stalled (SIGSTOP): try_lock() votes, each released.
+struct stalled_row {
+  int nodes = 0, attempts = 0, acquired = 0;
+  double reply_timeout_ms = 0;
+  latency healthy_acquire, stalled_acquire;  ///< try_lock()'s duration, every node answering and one stalled
+  std::size_t errors = 0;
+  std::string first_error;
+};
+
+/// The restart story (examples/redlock_story.hpp), counted.
+struct restart_row {
+  int runs = 0;
+  double lease_ms = 0, delayed_ms = 0;  ///< the lease, and how long the delayed act keeps the node out
+  int at_once_overlaps = 0, at_once_b_held = 0, delayed_overlaps = 0, delayed_b_held = 0;
+  std::vector<double> at_once_b_after_ms, delayed_b_after_ms;  ///< from the crash to B's lock
+};
+
+/// The Redlock part of a run.
+struct redlock_result {
+  std::string deployment;
+  std::vector<int> sizes;  ///< the deployments' node counts (3, 5)
+  std::vector<redlock_row> rows;
+  std::vector<node_loss_row> losses;
+  std::vector<stalled_row> stalls;
+  std::optional<restart_row> restart;
+};
+
 /// The backends part of a run (--backend): empty rows when only "single"
 /// ran.
 struct backends_result {
@@ -205,6 +275,7 @@ struct backends_result {
   std::optional<failover_row> failover;
   std::optional<cluster_result> cluster;
   std::optional<tls_result> tls;
+  std::optional<redlock_result> redlock;
 };
 
 /// Where and how the run happened.
@@ -236,6 +307,12 @@ std::string backends_table(const backends_result& b);
 std::string cluster_table(const cluster_result& c);
 /// The cluster part as a JSON object.
 std::string cluster_json(const cluster_result& c);
+
+/// The Redlock tables: each combination's cycle and hand-off against one
+/// server, then the fault rows.
+std::string redlock_table(const redlock_result& r);
+/// The Redlock part as a JSON object.
+std::string redlock_json(const redlock_result& r);
 
 /// The TLS phase's table: PING and each combination's cycle, plain and
 /// TLS, and the ratio.

@@ -1,5 +1,6 @@
 // dlock-compare's reports of the other backends: Sentinel (with seed 003's
-// failover story), TLS and Redis Cluster, as tables and as JSON.
+// failover story), TLS and Redis Cluster, as tables and as JSON (Redlock's
+// are in report_redlock.cpp).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@ using namespace format;
 std::string backends_table(const backends_result& b) {
   std::string out = b.cluster ? cluster_table(*b.cluster) : std::string();
   if (b.tls) out += tls_table(*b.tls);
+  if (b.redlock) out += redlock_table(*b.redlock);
   if (b.rows.empty() && !b.failover) return out;
   out += "\nbackends: one server, and Sentinel (" + b.deployment + ")\n";
   std::size_t name_w = 11;

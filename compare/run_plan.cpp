@@ -24,6 +24,9 @@ counts counts_for(const options& o) {
     default: n = {3000, 1000, 5, {2, 8, 32}, milliseconds(1000), milliseconds(400), milliseconds(1000), 3}; break;
   }
   if (o.how != depth::quick) n.held_locks = {2000, 10000}, n.renewal_pairs = o.how == depth::thorough ? 3 : 2;
+  if (o.how != depth::quick) n.node_loss_runs = o.how == depth::thorough ? 20 : 5;
+  if (o.how != depth::quick) n.stall_attempts = o.how == depth::thorough ? 200 : 50;
+  if (o.how != depth::quick) n.restart_runs = 20;
   if (o.seconds > 0) n.contention = milliseconds(static_cast<long long>(o.seconds * 1000 + 0.5));
   return n;
 }

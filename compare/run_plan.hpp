@@ -24,6 +24,10 @@ struct counts {
   std::chrono::milliseconds contention, start_delay;
   std::chrono::milliseconds fault_lease;
   int failover_runs;  ///< runs of each act of seed 003's story (--backend sentinel)
+  /// --backend redlock3/redlock5: runs of the killed-nodes row per size,
+  /// votes with one node stalled per size, runs of each act of the
+  /// restart story.
+  int node_loss_runs = 1, stall_attempts = 10, restart_runs = 1;
   std::vector<int> held_locks = {2000};  ///< the renewal phase's numbers of held locks
   int renewal_pairs = 1;                 ///< its alternating pairs (batched, one call per lock) per number
 };

@@ -30,7 +30,7 @@
 namespace dlock::test::worker_process {
 
 int worker_usage() {
-  std::fprintf(stderr, "usage: lock_worker count|hold|line|crash-after-setnx ...\n");
+  std::fprintf(stderr, "usage: lock_worker count|hold|line|wall-clock-step|crash-after-setnx ...\n");
   return 2;
 }
 

@@ -27,6 +27,60 @@ int on_sentinel(const std::string& spec, char** argv);
 int on_cluster(const std::string& spec, char** argv);
 int on_redlock(const std::string& spec, char** argv);
 
+/// Mode wall-clock-step, run under tests/support/skewed_clock.cpp with
+/// DLOCK_CLOCK_STEP_FILE: holds lock `name` (lease `lease`), steps this
+/// process's wall clock an hour forward, takes a second lock there, steps
+/// it an hour back, and checks that the holds' time left followed the
+/// steady clock alone. Prints "stepped: ..." and returns 0, or says what
+/// went wrong and returns 1.
+template <class L, class Backend>
+int wall_clock_step(Backend& backend, const std::string& name, std::chrono::milliseconds lease) {
+  using namespace std::chrono;
+  const char* path = std::getenv("DLOCK_CLOCK_STEP_FILE");
+  FILE* file = path ? std::fopen(path, "r+b") : nullptr;
+  if (!file) {
+    std::printf("no step file (DLOCK_CLOCK_STEP_FILE)\n");
+    return 1;
+  }
+  auto step = [&](long long ms) {
+    std::fseek(file, 0, SEEK_SET);
+    std::fwrite(&ms, sizeof ms, 1, file);
+    std::fflush(file);
+  };
+  auto first = dlock::test::make_lock<L>(backend, name, lease);
+  auto second = dlock::test::make_lock<L>(backend, name + ":stepped", lease);
+  const auto wall_before = system_clock::now();
+  auto hold = first->acquire();
+  const auto left_before = hold.remaining_lease();
+  step(3600 * 1000);
+  if (system_clock::now() - wall_before < minutes(59)) {
+    std::printf("the wall clock did not move: is skewed_clock preloaded?\n");
+    return 1;
+  }
+  const auto left_forward = hold.remaining_lease();
+  auto other = second->acquire();
+  const auto other_left = other.remaining_lease();
+  step(-3600 * 1000);
+  const auto left_back = hold.remaining_lease();
+  step(0);
+  std::fclose(file);
+  std::printf("stepped: time left %lld ms, %lld ms an hour ahead, %lld ms an hour behind; a lock taken an hour "
+              "ahead had %lld ms\n",
+              static_cast<long long>(left_before.count()), static_cast<long long>(left_forward.count()),
+              static_cast<long long>(left_back.count()), static_cast<long long>(other_left.count()));
+  // Each reading is a little lower than the one before it, by the steady
+  // time between them (well under a second), whatever the wall clock did.
+  auto follows = [](milliseconds earlier, milliseconds later) {
+    return later <= earlier && earlier - later < seconds(1);
+  };
+  const bool kept = !hold.lost() && !other.lost() && follows(left_before, left_forward) &&
+                    follows(left_forward, left_back) && other_left > lease / 2;
+  hold.release();
+  other.release();
+  if (!kept) std::printf("the wall clock's step changed a hold\n");
+  return kept ? 0 : 1;
+}
+
 // Runs `mode` for the combination named argv[3] (one of `locks`, a hana
 // list of lock types) on `backend`; `plain(key)` is a RedisBackend on the
 // server that holds `key` (the test's counters).
@@ -65,6 +119,8 @@ int run(Backend& backend, Plain plain, char** argv, Locks locks) {
       std::printf("acquired\n");
       std::fflush(stdout);
       for (;;) std::this_thread::sleep_for(1h);
+    } else if (mode == "wall-clock-step") {
+      status = wall_clock_step<L>(backend, name, std::chrono::milliseconds(number));
     } else {
       status = worker_usage();
     }

@@ -24,6 +24,7 @@
 
 #include "../../examples/fenced_store.hpp"
 #include "../../examples/redlock_story.hpp"
+#include "backend_fixtures.hpp"
 #include "lock_support.hpp"
 
 using namespace std::chrono_literals;
@@ -609,4 +610,24 @@ TEST_CASE("Redlock: a node whose clock jumps lets a second holder in; fencing re
   CHECK_FALSE(store.write(a_token, "A, late"));
   CHECK(store.value() == "B");
   step.set(0ms);
+}
+
+TEST_CASE("Redlock: stepping the client's wall clock an hour either way changes no hold", "[redlock]") {
+  // node-redlock took the vote's elapsed time from the wall clock: a step
+  // during a vote changed the validity. dlock measures on the steady clock;
+  // lock_worker's wall-clock-step mode (under skewed_clock) steps its own
+  // wall clock while it holds, and checks the time left.
+  const std::string combination = GENERATE("token/fixed/spin", "hash/watchdog/pubsub");
+  INFO(combination);
+  dlock::test::redlock_servers q;
+  clock_step step;
+  auto env = step.clock_env();
+  std::vector<std::string> args{env[0], env[1], dlock::test::worker_path(), "wall-clock-step", q.worker_spec(),
+                                combination, "stepped", std::to_string(scaled(10s).count())};
+  dlock::test::worker client("/usr/bin/env", args);
+  auto line = client.read_line(scaled(20s));
+  INFO(line);
+  CHECK(line.rfind("stepped: ", 0) == 0);
+  CHECK(client.wait() == 0);
+  for (auto& s : q.nodes) CHECK(s->command({"EXISTS", "stepped", "stepped:stepped"}) == "0");
 }
