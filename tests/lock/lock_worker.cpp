@@ -18,9 +18,11 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include <dlock/backend/redis.hpp>
 #include <dlock/lock.hpp>
+#include <dlock/ownership/semaphore.hpp>
 #include <dlock/ownership/setnx.hpp>
 #include <dlock/renewal/fixed_lease.hpp>
 #include <dlock/wait/try_once.hpp>
@@ -30,7 +32,7 @@
 namespace dlock::test::worker_process {
 
 int worker_usage() {
-  std::fprintf(stderr, "usage: lock_worker count|hold|line|wall-clock-step|crash-after-setnx ...\n");
+  std::fprintf(stderr, "usage: lock_worker count|hold|line|wall-clock-step|crash-after-setnx|semaphore-hold ...\n");
   return 2;
 }
 
@@ -49,6 +51,19 @@ int main(int argc, char** argv) try {
         redis, argv[3], setnx, dlock::renewal::FixedLease{std::chrono::milliseconds(std::atol(argv[4]))});
     lock.try_lock();
     return 1;  // not reached when the lock was free
+  }
+
+  if (mode == "semaphore-hold" && argc == 6) {
+    // One permit of semaphore argv[3] (argv[4] permits, lease argv[5] ms),
+    // held until the process is killed: a crashed permit holder.
+    dlock::RedisBackend redis(argv[2]);
+    dlock::Lock<dlock::RedisBackend, dlock::ownership::Semaphore, dlock::renewal::FixedLease, dlock::wait::TryOnce> lock(
+        redis, argv[3], dlock::ownership::Semaphore{std::atoll(argv[4])},
+        dlock::renewal::FixedLease{std::chrono::milliseconds(std::atol(argv[5]))});
+    auto hold = lock.try_acquire();
+    std::printf(hold ? "acquired\n" : "refused\n");
+    std::fflush(stdout);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   }
 
   if (argc != 6) return worker::worker_usage();

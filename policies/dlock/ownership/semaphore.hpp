@@ -1,0 +1,253 @@
+// ownership::Semaphore: at most N holders at once, each hold one permit
+// with a lease of its own, counted from live entries by the server's clock.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <dlock/ext.hpp>
+
+namespace dlock::ownership {
+
+/// A counting semaphore: `Semaphore{3}` lets at most three holds of the
+/// lock exist at once, across threads and processes. Each hold is one
+/// permit: an entry of its own, a 128-bit random token (ext::random_hex),
+/// in a sorted set named after the lock, scored by the server time (ms) at
+/// which its lease ends. Nothing counts permits in or out: the permits in
+/// use are the entries whose lease has not ended, so a holder that crashes
+/// leaks nothing; its permit comes back when its lease ends, never sooner.
+///
+/// - Expiry is decided by the server's clock alone (`TIME` inside the
+///   scripts), never a client's: a client whose clock is wrong cannot
+///   steal a permit or keep one.
+/// - The permit count is stored beside the set (`same_slot_key(name,
+///   "permits")`, in the lock's cluster slot); a client that names another
+///   count is refused with a server_error that says both, rather than
+///   silently changing the bound.
+/// - With renewal::None a permit has no lease (score `+inf`) and lasts until
+///   released. The keys expire with the latest lease, and are kept while
+///   any permit has none.
+/// - Not reentrant: one owner (a thread, an async owner id) holds at most
+///   one permit of a lock object; a second acquire fails with
+///   already_held. To hold two permits, use two owners.
+/// - A lost acquire reply is resolved by asking whether the set holds this
+///   try's token; the release is an owner-checked ZREM (its retry reads as
+///   Token's: the token is fresh for each hold, so it can act only once).
+///
+/// Its releases publish nothing yet: wait with TryOnce, Spin or Backoff.
+struct Semaphore {
+  static constexpr const char* policy_name = "semaphore";  ///< its part of a combination's name
+  static constexpr bool owner_checked = true;  ///< release and extend act only on this hold's own entry
+  static constexpr bool publishes_on_release = false;  ///< the release publishes nothing
+  static constexpr bool reentrant = false;  ///< a second acquire by the same owner fails with already_held
+  static constexpr bool needs_lease = false;  ///< works without expiry (a permit kept until released)
+
+  /// The largest number of permits: 2^31 - 1 (a bound that any server and
+  /// client agree on).
+  static constexpr std::int64_t max_permits = std::numeric_limits<std::int32_t>::max();
+
+  /// How many holds may exist at once (1 to max_permits).
+  std::int64_t permits = 1;
+
+  /// The semaphore's own part of a hold's record (as Token's).
+  struct hold_state {
+    /// Whether the hold was still safe to trust when the first attempt of
+    /// its release left (see Token).
+    bool first_release_in_lease = false;
+  };
+  using record = ext::hold_record_with<hold_state>;  ///< the record its operations take
+
+  /// invalid_argument when `permits` is below 1 or above max_permits.
+  std::error_code validate() const {
+    return permits >= 1 && permits <= max_permits ? std::error_code{} : make_error_code(error::invalid_argument);
+  }
+
+  /// Its release publishes nothing (no wait::PubSub with it yet).
+  static std::string channel(std::string_view) { return {}; }
+
+  /// A fresh 128-bit random token for each hold: its entry in the set.
+  std::string make_owner(const std::string&, const std::string&) const { return ext::random_hex(16); }
+
+  /// The key that stores the permit count, in the lock's cluster slot.
+  static std::string permits_key(const std::string& name) { return ext::same_slot_key(name, "permits"); }
+
+  /// Lua shared by the scripts: the server's time in ms, the count's check,
+  /// and keeping both keys alive as long as their latest permit.
+  static constexpr const char* common_lua = R"lua(
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function keep(set, count, now)
+  local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
+  if #last == 0 then
+    redis.call('DEL', count)
+  elseif last[2] == 'inf' then
+    redis.call('PERSIST', set)
+    redis.call('PERSIST', count)
+  else
+    local ttl = math.max(1, tonumber(last[2]) - now)
+    redis.call('PEXPIRE', set, ttl)
+    redis.call('PEXPIRE', count, ttl)
+  end
+end
+)lua";
+
+  /// One try. KEYS[1] the set, KEYS[2] the count; ARGV[1] token, ARGV[2]
+  /// lease ms (0: none), ARGV[3] permits. Drops the entries whose lease has
+  /// ended, then adds ours if fewer than `permits` remain: {1, 0} taken;
+  /// {0, ms} all in use, ms until the first of them ends (-1: none ends).
+  /// An error reply when the stored count differs, or a bad argument.
+  static const redis::script& acquire_script() {
+    static const redis::script s(std::string(common_lua) + R"lua(
+local lease = tonumber(ARGV[2])
+local permits = tonumber(ARGV[3])
+if not lease or lease < 0 or lease > 1e12 or lease % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: lease out of range')
+end
+if not permits or permits < 1 or permits > 2147483647 or permits % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: permits out of range')
+end
+local stored = redis.call('GET', KEYS[2])
+if stored and stored ~= ARGV[3] then
+  return redis.error_reply('ERR dlock: the semaphore has ' .. stored .. ' permits, this client asks for ' .. ARGV[3])
+end
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < permits then
+  if lease > 0 then
+    redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+  else
+    redis.call('ZADD', KEYS[1], '+inf', ARGV[1])
+  end
+  redis.call('SET', KEYS[2], ARGV[3])
+  keep(KEYS[1], KEYS[2], now)
+  return {1, 0}
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if first[2] == 'inf' then return {0, -1} end
+return {0, tonumber(first[2]) - now}
+)lua");
+    return s;
+  }
+
+  /// Owner-checked release. KEYS[1] the set, KEYS[2] the count; ARGV[1]
+  /// token. 1 released (the entry was ours and live), 0 not ours (gone, or
+  /// its lease ended).
+  static const redis::script& release_script() {
+    static const redis::script s(std::string(common_lua) + R"lua(
+local now = now_ms()
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+keep(KEYS[1], KEYS[2], now)
+if score ~= 'inf' and tonumber(score) <= now then return 0 end
+return 1
+)lua");
+    return s;
+  }
+
+  /// Owner-checked renewal of one or more permits: for each i, KEYS[2i-1]
+  /// the set, KEYS[2i] the count; ARGV[2i-1] token, ARGV[2i] lease ms. An
+  /// array with 1 (renewed) or 0 (gone, or its lease already ended) per
+  /// permit. A key of another type reads as 0 rather than failing the call.
+  static const redis::script& extend_script() {
+    static const redis::script s(std::string(common_lua) + R"lua(
+local now = now_ms()
+local out = {}
+for i = 1, #KEYS / 2 do
+  local set, count = KEYS[2 * i - 1], KEYS[2 * i]
+  local score = redis.pcall('ZSCORE', set, ARGV[2 * i - 1])
+  local lease = tonumber(ARGV[2 * i])
+  if type(score) == 'string' and lease and lease > 0 and lease <= 1e12
+     and (score == 'inf' or tonumber(score) > now) then
+    redis.call('ZADD', set, 'XX', now + lease, ARGV[2 * i - 1])
+    keep(set, count, now)
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+)lua");
+    return s;
+  }
+
+  /// Runs acquire_script(). Won: the lease counts from the send. Lost:
+  /// held_for is the time until the first permit in use ends (negative if
+  /// none ends).
+  template <class B>
+  asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, ext::hold_record& rec) const {
+    const auto sent = ext::steady::now();
+    std::vector<std::string> keys{rec.name, permits_key(rec.name)};
+    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), std::to_string(permits)};
+    auto [ec, v] = co_await ext::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
+    ext::note(rec, ec, v);
+    if (ec) co_return std::pair{ec, attempt{}};
+    if (v.type != redis::kind::array || v.elements.size() != 2) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    auto verdict = ext::integer_of(v.elements[0]);
+    auto left = ext::integer_of(v.elements[1]);
+    if (!verdict || !left || (*verdict != 0 && *verdict != 1)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+    if (*verdict == 1) {
+      rec.confirm(sent);
+      co_return std::pair{error_code{}, attempt{true, std::nullopt}};
+    }
+    co_return std::pair{error_code{}, attempt{false, milliseconds(*left)}};
+  }
+
+  /// Runs release_script(): released, or lease_lost (the entry is gone or
+  /// its lease ended). A retry after outcome_unknown reads as Token's.
+  template <class B>
+  asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, record& rec) const {
+    const bool retry = rec.release_retry;
+    if (!retry) rec.state.first_release_in_lease = rec.remaining() > milliseconds::zero();
+    std::vector<std::string> keys{rec.name, permits_key(rec.name)};
+    std::vector<std::string> args{rec.owner};
+    auto [ec, v] = co_await ext::eval(backend, release_script(), std::move(keys), std::move(args));
+    ext::note(rec, ec, v);
+    co_return ext::retried_release(retry, rec.state.first_release_in_lease, ext::deleted(ec, v));
+  }
+
+  /// After an acquire whose reply was lost: whether the set holds this
+  /// try's token with its lease not yet ended (only our try can have put
+  /// the fresh token there).
+  template <class B>
+  asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const ext::hold_record& rec) const {
+    redis::request req;
+    req.push("ZSCORE", rec.name, rec.owner).push("TIME");
+    auto [ec, r] = co_await ext::exec(backend, rec.name, std::move(req));
+    if (ec) co_return std::pair{ec, false};
+    if (r.size() != 2 || r[1].type != redis::kind::array || r[1].elements.size() != 2) {
+      co_return std::pair{error_code(error::unexpected_reply), false};
+    }
+    if (r[0].is_null()) co_return std::pair{error_code{}, false};
+    if (r[0].type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), false};
+    if (r[0].str == "inf") co_return std::pair{error_code{}, true};
+    auto secs = ext::integer_of(r[1].elements[0]), micros = ext::integer_of(r[1].elements[1]);
+    if (!secs || !micros) co_return std::pair{error_code(error::unexpected_reply), false};
+    const double now = static_cast<double>(*secs) * 1000 + static_cast<double>(*micros / 1000);
+    co_return std::pair{error_code{}, std::stod(r[0].str) > now};
+  }
+
+  /// An extend reply of one permit: the one-element array extend_script()
+  /// gives.
+  static renewal_verdict read_extend(const redis::value& v) {
+    if (v.type != redis::kind::array || v.elements.size() != 1) return renewal_verdict::no_verdict;
+    return ext::read_extend_reply(v.elements[0]);
+  }
+
+  /// The watchdog's renewal of this permit.
+  script_call extend_call(const ext::hold_record& rec) const {
+    return {&extend_script(), {rec.name, permits_key(rec.name)}, {rec.owner, std::to_string(rec.lease.count())}};
+  }
+
+  /// Several permits' extend_call()s as one call of the same script (it
+  /// takes any number); its reply reads as ext::read_extend_replies.
+  static script_call extend_batch(const std::vector<const script_call*>& calls) {
+    return ext::merged_call(extend_script(), calls);
+  }
+};
+
+}  // namespace dlock::ownership

@@ -1,0 +1,165 @@
+// ownership::Semaphore against a real redis-server: never more holders
+// than permits, all of them at once, permits that expire by the server's
+// clock (a killed holder's comes back after its lease, never sooner),
+// renewal, a count that clients disagree on, and bad arguments.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <dlock/dlock.hpp>
+#include <support/polling.hpp>
+#include <support/redis_server.hpp>
+
+#include "lock_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::scaled;
+namespace o = dlock::ownership;
+namespace r = dlock::renewal;
+namespace w = dlock::wait;
+
+using Fixed = dlock::Lock<dlock::RedisBackend, o::Semaphore, r::FixedLease, w::Spin>;
+using Watched = dlock::Lock<dlock::RedisBackend, o::Semaphore, r::Watchdog, w::Spin>;
+using Forever = dlock::Lock<dlock::RedisBackend, o::Semaphore, r::None, w::TryOnce>;
+
+w::Spin quick_spin() { return w::Spin{2ms}; }
+
+}  // namespace
+
+TEST_CASE("Semaphore{3}: never a fourth holder over 12 threads, and three at once", "[semaphore]") {
+  dlock::test::redis_server server;
+  std::atomic<int> inside{0}, most{0};
+  std::atomic<int> errors{0};
+  const int threads = 12, rounds = 15;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      try {
+        dlock::RedisBackend backend(server.url());
+        Fixed lock(backend, "pool", o::Semaphore{3}, r::FixedLease(scaled(10s)), quick_spin());
+        for (int i = 0; i < rounds; ++i) {
+          auto hold = lock.acquire();
+          const int now = ++inside;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          std::this_thread::sleep_for(2ms);
+          --inside;
+          hold.release();
+        }
+      } catch (const std::exception& e) {
+        ++errors;
+        UNSCOPED_INFO(e.what());
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  CHECK(errors == 0);
+  CHECK(most.load() <= 3);
+  CHECK(most.load() == 3);
+  // Every permit given back: nothing left in Redis.
+  CHECK(server.command({"EXISTS", "pool", "pool:permits"}) == "0");
+}
+
+TEST_CASE("Semaphore: each owner holds one permit; the permits run out, and come back on release",
+          "[semaphore]") {
+  dlock::test::redis_server server;
+  dlock::RedisBackend backend(server.url());
+  Fixed lock(backend, "two", o::Semaphore{2}, r::FixedLease(scaled(10s)), quick_spin());
+  auto first = lock.acquire();
+  // The same owner again: not reentrant.
+  CHECK(dlock::test::thrown_by([&] { lock.acquire(); }) == dlock::error::already_held);
+  std::optional<Fixed::hold_type> second, third;
+  std::thread([&] { second = lock.try_acquire(); }).join();
+  REQUIRE(second.has_value());
+  CHECK(server.command({"ZCARD", "two"}) == "2");
+  std::thread([&] { third = lock.try_acquire(); }).join();
+  CHECK_FALSE(third.has_value());  // both permits in use
+  second->release();
+  std::thread([&] { third = lock.try_acquire(); }).join();
+  CHECK(third.has_value());
+  third->release();
+  first.release();
+  CHECK(server.command({"EXISTS", "two", "two:permits"}) == "0");
+}
+
+TEST_CASE("Semaphore: a killed holder's permit comes back when its lease ends, never sooner", "[semaphore]") {
+  dlock::test::redis_server server;
+  const auto lease = scaled(1500ms);
+  dlock::test::worker holder({"semaphore-hold", server.url(), "crash", "1", std::to_string(lease.count())});
+  REQUIRE(holder.read_line() == "acquired");
+  const auto acquired = std::chrono::steady_clock::now();
+  holder.kill();  // a crash: nothing is given back
+  dlock::RedisBackend backend(server.url());
+  Fixed lock(backend, "crash", o::Semaphore{1}, r::FixedLease(scaled(10s)), quick_spin());
+  // Well inside the dead holder's lease, the one permit is still in use.
+  std::optional<Fixed::hold_type> early;
+  while (std::chrono::steady_clock::now() < acquired + lease / 2)
+    if ((early = lock.try_acquire())) break;
+  CHECK_FALSE(early.has_value());
+  auto later = lock.try_acquire_for(lease * 2);
+  REQUIRE(later.has_value());
+  CHECK(std::chrono::steady_clock::now() - acquired >= lease - scaled(50ms));
+}
+
+TEST_CASE("Semaphore: the watchdog keeps a permit past its lease; renewal::None keeps it until released",
+          "[semaphore]") {
+  dlock::test::redis_server server;
+  dlock::RedisBackend backend(server.url());
+  {
+    Watched lock(backend, "kept", o::Semaphore{1}, r::Watchdog(scaled(300ms)), quick_spin());
+    auto hold = lock.acquire();
+    std::this_thread::sleep_for(scaled(900ms));  // three leases: renewed on the way
+    CHECK_FALSE(hold.lost());
+    std::optional<Watched::hold_type> other;
+    std::thread([&] { other = lock.try_acquire(); }).join();
+    CHECK_FALSE(other.has_value());
+    hold.release();
+  }
+  {
+    Forever lock(backend, "forever", o::Semaphore{1}, r::None{}, w::TryOnce{});
+    auto hold = lock.acquire();
+    CHECK(server.command({"PTTL", "forever"}) == "-1");
+    auto entries = server.command({"ZRANGE", "forever", "0", "-1", "WITHSCORES"});  // "token\ninf"
+    CHECK(entries.size() > 4);
+    CHECK(entries.substr(entries.size() - 4) == "\ninf");
+    hold.release();
+    CHECK(server.command({"EXISTS", "forever", "forever:permits"}) == "0");
+  }
+}
+
+TEST_CASE("Semaphore: a client that names another permit count is refused, and nothing changes",
+          "[semaphore]") {
+  dlock::test::redis_server server;
+  dlock::RedisBackend backend(server.url());
+  Fixed three(backend, "count", o::Semaphore{3}, r::FixedLease(scaled(10s)), quick_spin());
+  Fixed four(backend, "count", o::Semaphore{4}, r::FixedLease(scaled(10s)), quick_spin());
+  auto hold = three.acquire();
+  std::optional<Fixed::hold_type> other;
+  std::pair<std::error_code, std::string> thrown;
+  std::thread([&] { thrown = dlock::test::thrown_error([&] { four.try_acquire(); }); }).join();
+  CHECK(thrown.first == dlock::error::server_error);
+  INFO(thrown.second);
+  CHECK(thrown.second.find("has 3 permits, this client asks for 4") != std::string::npos);
+  CHECK(server.command({"ZCARD", "count"}) == "1");
+  hold.release();
+}
+
+TEST_CASE("Semaphore: a permit count out of range is refused before anything is sent", "[semaphore]") {
+  dlock::test::redis_server server;
+  dlock::RedisBackend backend(server.url());
+  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-1}, o::Semaphore::max_permits + 1}) {
+    INFO(bad);
+    CHECK(dlock::test::thrown_by([&] { Fixed lock(backend, "bad", o::Semaphore{bad}); }) ==
+          dlock::error::invalid_argument);
+  }
+  CHECK(server.command({"DBSIZE"}) == "0");
+}
