@@ -28,7 +28,8 @@ namespace hana = boost::hana;
 
 /// One list per axis; adding a policy here adds every valid lock with it.
 inline constexpr auto ownerships = hana::tuple_t<ownership::SetNx, ownership::Token, ownership::ReentrantHash,
-                                                 ownership::GetSetExpiry, ownership::NaiveExpiry, ownership::Queue>;
+                                                 ownership::GetSetExpiry, ownership::NaiveExpiry, ownership::Queue,
+                                                 ownership::Semaphore>;
 inline constexpr auto renewals = hana::tuple_t<renewal::None, renewal::FixedLease, renewal::Watchdog>;
 inline constexpr auto waits = hana::tuple_t<wait::TryOnce, wait::Spin, wait::Backoff, wait::PubSub, wait::HandOff>;
 

@@ -63,7 +63,10 @@ namespace dlock {
 //   one verdict per call merged (default: read_extend_replies). A hold
 //   whose key is gone or wrong must cost no other hold its verdict;
 // - `fencing` (std::optional<fencing_tokens>) with `fence_call(rec)` ->
-//   script_call: fencing tokens (see detail::fencing_ownership).
+//   script_call: fencing tokens (see detail::fencing_ownership);
+// - `static constexpr bool admits_many`: true when several holds may exist
+//   at once (ownership::Semaphore); a quorum refuses it (see
+//   quorum_rules).
 // As with a waiter's hooks, a member of one of these names that does not
 // match does not compile, and neither does a `leave`, `refresh_call` or
 // `read_refresh` on an ownership that does not say `queues`.
@@ -85,6 +88,13 @@ class background_work;
 template <class O>
 constexpr bool queues() {
   if constexpr (requires { O::queues; }) return static_cast<bool>(O::queues);
+  else return false;
+}
+
+/// Whether ownership O lets several holds exist at once (`O::admits_many`).
+template <class O>
+constexpr bool admits_many() {
+  if constexpr (requires { O::admits_many; }) return static_cast<bool>(O::admits_many);
   else return false;
 }
 

@@ -15,7 +15,7 @@ namespace dlock {
 ///
 /// | rule | why |
 /// |---|---|
-/// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash) | an unchecked extend would keep someone else's lock alive |
+/// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash, Queue, Semaphore) | an unchecked extend would keep someone else's lock alive |
 /// | ownership that needs a lease (ReentrantHash, GetSetExpiry) cannot take renewal::None | the hash's scripts set its expiry with every write; GETSET's value is the expiry |
 /// | pub/sub waiting needs ownership that publishes on release (ReentrantHash) | otherwise no message ever wakes the waiter |
 /// | hand-off waiting needs a queueing ownership (Queue), and Queue needs hand-off waiting | only Queue's release grants the lock to a waiter; Queue's line is kept by HandOff's waiters |
@@ -41,9 +41,10 @@ struct rules {
 ///
 /// | rule | why |
 /// |---|---|
-/// | owner-checked ownership (Token, ReentrantHash) | a try that won on too few nodes is given back, by the ownership's release; an unchecked one would delete other owners' keys |
+/// | owner-checked ownership (Token, ReentrantHash, Semaphore) | a try that won on too few nodes is given back, by the ownership's release; an unchecked one would delete other owners' keys |
 /// | a lease (FixedLease, Watchdog) | a hold's validity is the lease less the vote's time; a win that could not be given back must lapse |
 /// | no hand-off (Queue, HandOff) | each node would keep its own line and grant its own head: no majority would agree on who is next |
+/// | one holder at a time (no Semaphore) | majorities that each hold one of k permits per node can number more than k: on 3 nodes with 2 permits, holders on nodes {1,2}, {2,3} and {1,3} are three |
 template <class B, class O, class R, class W>
 struct quorum_rules {
   /// Whether B is a quorum backend at all (the rules below hold otherwise).
@@ -54,8 +55,10 @@ struct quorum_rules {
   static constexpr bool has_lease = !quorum || R::expires;
   /// No line on a quorum.
   static constexpr bool no_line = !quorum || !(detail::queues<O>() || detail::hands_off<W>());
+  /// One holder at a time on a quorum: a majority bounds one holder, not k.
+  static constexpr bool one_holder = !quorum || !detail::admits_many<O>();
   /// Every rule holds.
-  static constexpr bool ok = gives_back && has_lease && no_line;
+  static constexpr bool ok = gives_back && has_lease && no_line && one_holder;
 };
 
 /// Whether ownership `O`, renewal `R` and wait `W` can work together on
@@ -89,6 +92,8 @@ struct quorum_checks {
                 "a quorum backend (RedlockBackend) needs a lease (a hold's validity is the lease less the vote's time, and a win that cannot be given back must lapse): use renewal::FixedLease or renewal::Watchdog");
   static_assert(quorum_rules<B, O, R, W>::no_line,
                 "a quorum backend (RedlockBackend) cannot hand the lock over: each node would keep a line of its own and grant its own head, so no majority would agree on the next holder; use ownership::Token or ownership::ReentrantHash with wait::Spin, wait::Backoff or wait::PubSub");
+  static_assert(quorum_rules<B, O, R, W>::one_holder,
+                "a quorum backend (RedlockBackend) cannot bound a semaphore: majorities that each hold one of k permits per node can be more than k (3 nodes, 2 permits: holders on nodes {1,2}, {2,3} and {1,3}); use ownership::Token or ownership::ReentrantHash, or a semaphore on one server, Sentinel or a cluster");
   static constexpr bool ok = quorum_rules<B, O, R, W>::ok;
 };
 

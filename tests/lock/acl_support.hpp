@@ -143,6 +143,9 @@ void exercise_rare_paths(Backend& a, Backend& b, const std::function<void()>& fl
   std::this_thread::sleep_for(300ms);
   ahead.release();
   CHECK(behind.get());
+  // A semaphore permit without a lease keeps its keys without expiry (PERSIST).
+  Lock<Backend, ownership::Semaphore, renewal::None, wait::TryOnce> unleased(a, "app:permits", ownership::Semaphore{2});
+  unleased.acquire().release();
   ownership::Token fenced;
   fenced.fencing = fencing_tokens{};
   Lock<Backend, ownership::Token, renewal::FixedLease, wait::Spin> token(a, "app:fenced", fenced);

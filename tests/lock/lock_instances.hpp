@@ -2,7 +2,7 @@
 // suite, dlock-compare and the benchmarks (lock_instances_*.cpp, the library
 // lock_instances of the top meson.build): a file that includes this one
 // takes them from there instead of compiling each lock's members again.
-// That halves the compile time of a file that runs all 31 (test_tls_locks:
+// That halves the compile time of a file that runs all of them (test_tls_locks:
 // 176 s of CPU at -O0, 88 s with these declarations). Lock<> itself is
 // compiled in libdlock (dlock.hpp declares it). backend_instances.hpp
 // declares the same on SentinelBackend and ClusterBackend, and
@@ -34,16 +34,21 @@
   X(GetSetExpiry, FixedLease, TryOnce) X(GetSetExpiry, FixedLease, Spin) X(GetSetExpiry, FixedLease, Backoff)   \
   X(NaiveExpiry, FixedLease, TryOnce) X(NaiveExpiry, FixedLease, Spin) X(NaiveExpiry, FixedLease, Backoff)      \
   X(Queue, FixedLease, HandOff) X(Queue, Watchdog, HandOff)
+// Semaphore's (one permit by default: Semaphore{}).
+#define DLOCK_TEST_SEMAPHORE_LOCKS(X)                                                                         \
+  X(Semaphore, None, TryOnce) X(Semaphore, None, Spin) X(Semaphore, None, Backoff)                              \
+  X(Semaphore, FixedLease, TryOnce) X(Semaphore, FixedLease, Spin) X(Semaphore, FixedLease, Backoff)            \
+  X(Semaphore, Watchdog, TryOnce) X(Semaphore, Watchdog, Spin) X(Semaphore, Watchdog, Backoff)
 
-// All 31, Lock<> (hash/watchdog/pubsub) among them, in list order.
+// All 40, Lock<> (hash/watchdog/pubsub) among them, in list order.
 #define DLOCK_TEST_ALL_LOCKS(X)                                                                           \
   DLOCK_TEST_SETNX_LOCKS(X) DLOCK_TEST_TOKEN_LOCKS(X) DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) \
-  DLOCK_TEST_OTHER_LOCKS(X)
+  DLOCK_TEST_OTHER_LOCKS(X) DLOCK_TEST_SEMAPHORE_LOCKS(X)
 // The first half and the rest, so that a backend's locks compile in two
 // files at once.
 #define DLOCK_TEST_FIRST_LOCKS(X) DLOCK_TEST_SETNX_LOCKS(X) DLOCK_TEST_TOKEN_LOCKS(X)
 #define DLOCK_TEST_LAST_LOCKS(X) \
-  DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) DLOCK_TEST_OTHER_LOCKS(X)
+  DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) DLOCK_TEST_OTHER_LOCKS(X) DLOCK_TEST_SEMAPHORE_LOCKS(X)
 
 #define DLOCK_TEST_LOCK_ON(B, O, R, W) dlock::Lock<B, dlock::ownership::O, dlock::renewal::R, dlock::wait::W>
 #define DLOCK_TEST_LOCK_TYPE(O, R, W) DLOCK_TEST_LOCK_ON(dlock::RedisBackend, O, R, W)
@@ -53,3 +58,4 @@ DLOCK_TEST_SETNX_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_TOKEN_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_HASH_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_OTHER_LOCKS(DLOCK_TEST_EXTERN_LOCK)
+DLOCK_TEST_SEMAPHORE_LOCKS(DLOCK_TEST_EXTERN_LOCK)

@@ -10,6 +10,7 @@ DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::Reentrant
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::GetSetExpiry, "sharded")
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::NaiveExpiry, "sharded")
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::Queue, "sharded")
+DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::Semaphore, "sharded")
 
 namespace {
 

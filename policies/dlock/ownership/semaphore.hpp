@@ -36,13 +36,19 @@ namespace dlock::ownership {
 ///   try's token; the release is an owner-checked ZREM (its retry reads as
 ///   Token's: the token is fresh for each hold, so it can act only once).
 ///
-/// Its releases publish nothing yet: wait with TryOnce, Spin or Backoff.
+/// Its releases publish nothing yet: wait with TryOnce, Spin or Backoff. On
+/// one server, Sentinel or a cluster; a quorum backend (RedlockBackend)
+/// refuses it at compile time: a majority of nodes per hold does not bound
+/// the holders to `permits` when it is 2 or more.
 struct Semaphore {
   static constexpr const char* policy_name = "semaphore";  ///< its part of a combination's name
   static constexpr bool owner_checked = true;  ///< release and extend act only on this hold's own entry
   static constexpr bool publishes_on_release = false;  ///< the release publishes nothing
   static constexpr bool reentrant = false;  ///< a second acquire by the same owner fails with already_held
   static constexpr bool needs_lease = false;  ///< works without expiry (a permit kept until released)
+  /// Several holds at once: a quorum backend refuses it (a majority per
+  /// hold bounds one holder, not `permits`).
+  static constexpr bool admits_many = true;
 
   /// The largest number of permits: 2^31 - 1 (a bound that any server and
   /// client agree on).

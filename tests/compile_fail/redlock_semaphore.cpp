@@ -1,0 +1,4 @@
+// expect: a quorum backend (RedlockBackend) cannot bound a semaphore
+#include <dlock/dlock.hpp>
+#include <dlock/backend/redlock.hpp>
+template class dlock::Lock<dlock::RedlockBackend, dlock::ownership::Semaphore, dlock::renewal::FixedLease, dlock::wait::Spin>;
