@@ -17,7 +17,7 @@ namespace dlock {
 /// |---|---|
 /// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash, Queue, Semaphore) | an unchecked extend would keep someone else's lock alive |
 /// | ownership that needs a lease (ReentrantHash, GetSetExpiry) cannot take renewal::None | the hash's scripts set its expiry with every write; GETSET's value is the expiry |
-/// | pub/sub waiting needs ownership that publishes on release (ReentrantHash) | otherwise no message ever wakes the waiter |
+/// | pub/sub waiting needs ownership that publishes on release (ReentrantHash, Semaphore) | otherwise no message ever wakes the waiter |
 /// | hand-off waiting needs a queueing ownership (Queue), and Queue needs hand-off waiting | only Queue's release grants the lock to a waiter; Queue's line is kept by HandOff's waiters |
 ///
 /// (GetSetExpiry falls under the first rule: it has no owner id, and its
@@ -77,7 +77,7 @@ struct rule_checks {
   static_assert(rules<O, R, W>::lease_present,
                 "this ownership policy needs a lease: use renewal::FixedLease or renewal::Watchdog (only ownership::SetNx and ownership::Token work without one)");
   static_assert(rules<O, R, W>::pubsub_has_publisher,
-                "pub/sub waiting needs an ownership policy that publishes on release: use ownership::ReentrantHash, or wait::Spin / wait::Backoff");
+                "pub/sub waiting needs an ownership policy that publishes on release: use ownership::ReentrantHash or ownership::Semaphore, or wait::Spin / wait::Backoff");
   static_assert(rules<O, R, W>::hand_off_matches_queue,
                 "hand-off waiting and a queueing ownership go together: use ownership::Queue with wait::HandOff");
   static constexpr bool ok = rules<O, R, W>::ok;

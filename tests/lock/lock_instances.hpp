@@ -36,11 +36,12 @@
   X(Queue, FixedLease, HandOff) X(Queue, Watchdog, HandOff)
 // Semaphore's (one permit by default: Semaphore{}).
 #define DLOCK_TEST_SEMAPHORE_LOCKS(X)                                                                         \
-  X(Semaphore, None, TryOnce) X(Semaphore, None, Spin) X(Semaphore, None, Backoff)                              \
+  X(Semaphore, None, TryOnce) X(Semaphore, None, Spin) X(Semaphore, None, Backoff) X(Semaphore, None, PubSub)    \
   X(Semaphore, FixedLease, TryOnce) X(Semaphore, FixedLease, Spin) X(Semaphore, FixedLease, Backoff)            \
-  X(Semaphore, Watchdog, TryOnce) X(Semaphore, Watchdog, Spin) X(Semaphore, Watchdog, Backoff)
+  X(Semaphore, FixedLease, PubSub) X(Semaphore, Watchdog, TryOnce) X(Semaphore, Watchdog, Spin)                 \
+  X(Semaphore, Watchdog, Backoff) X(Semaphore, Watchdog, PubSub)
 
-// All 40, Lock<> (hash/watchdog/pubsub) among them, in list order.
+// All 43, Lock<> (hash/watchdog/pubsub) among them, in list order.
 #define DLOCK_TEST_ALL_LOCKS(X)                                                                           \
   DLOCK_TEST_SETNX_LOCKS(X) DLOCK_TEST_TOKEN_LOCKS(X) DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) \
   DLOCK_TEST_OTHER_LOCKS(X) DLOCK_TEST_SEMAPHORE_LOCKS(X)

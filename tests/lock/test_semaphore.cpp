@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -162,4 +163,33 @@ TEST_CASE("Semaphore: a permit count out of range is refused before anything is 
           dlock::error::invalid_argument);
   }
   CHECK(server.command({"DBSIZE"}) == "0");
+}
+
+TEST_CASE("Semaphore: a release wakes a pub/sub waiter at once", "[semaphore]") {
+  // The waiter's own re-check is 60 s, the holder's lease 60 s and the
+  // waiter's deadline 20 s (where it would try once more): only the
+  // release's message wakes it within 5 s of the release.
+  using Woken = dlock::Lock<dlock::RedisBackend, o::Semaphore, r::FixedLease, w::PubSub>;
+  dlock::test::redis_server server;
+  dlock::RedisBackend a(server.url()), b(server.url());
+  Woken holder(a, "woken", o::Semaphore{1}, r::FixedLease(60s));
+  Woken waiter(b, "woken", o::Semaphore{1}, r::FixedLease(60s), w::PubSub{.linger = 2000ms, .recheck = 60s});
+  auto hold = holder.acquire();
+  std::promise<std::chrono::steady_clock::time_point> got;
+  std::thread t([&] {
+    if (auto h = waiter.try_acquire_for(20s)) {
+      got.set_value(std::chrono::steady_clock::now());
+      h->release();
+    } else {
+      got.set_value({});
+    }
+  });
+  std::this_thread::sleep_for(scaled(300ms));  // the waiter is asleep by now
+  CHECK(server.command({"PUBSUB", "NUMSUB", "{woken}:released"}) == "{woken}:released\n1");
+  const auto released = std::chrono::steady_clock::now();
+  hold.release();
+  auto when = got.get_future().get();
+  t.join();
+  REQUIRE(when != std::chrono::steady_clock::time_point{});
+  CHECK(when - released < 5s);
 }

@@ -36,14 +36,17 @@ namespace dlock::ownership {
 ///   try's token; the release is an owner-checked ZREM (its retry reads as
 ///   Token's: the token is fresh for each hold, so it can act only once).
 ///
-/// Its releases publish nothing yet: wait with TryOnce, Spin or Backoff. On
-/// one server, Sentinel or a cluster; a quorum backend (RedlockBackend)
+/// A release publishes `0` on channel(name) (with SPUBLISH where the
+/// backend listens on shard channels), so wait::PubSub wakes one waiter of
+/// each client listening there; a permit whose lease ends wakes nobody, and
+/// a waiter sleeps at most until the first permit in use ends. On one
+/// server, Sentinel or a cluster; a quorum backend (RedlockBackend)
 /// refuses it at compile time: a majority of nodes per hold does not bound
 /// the holders to `permits` when it is 2 or more.
 struct Semaphore {
   static constexpr const char* policy_name = "semaphore";  ///< its part of a combination's name
   static constexpr bool owner_checked = true;  ///< release and extend act only on this hold's own entry
-  static constexpr bool publishes_on_release = false;  ///< the release publishes nothing
+  static constexpr bool publishes_on_release = true;  ///< the release publishes `0` on channel(name)
   static constexpr bool reentrant = false;  ///< a second acquire by the same owner fails with already_held
   static constexpr bool needs_lease = false;  ///< works without expiry (a permit kept until released)
   /// Several holds at once: a quorum backend refuses it (a majority per
@@ -70,8 +73,10 @@ struct Semaphore {
     return permits >= 1 && permits <= max_permits ? std::error_code{} : make_error_code(error::invalid_argument);
   }
 
-  /// Its release publishes nothing (no wait::PubSub with it yet).
-  static std::string channel(std::string_view) { return {}; }
+  /// The channel its releases publish on: `{name}:released` (in the
+  /// lock's cluster slot; a name with a hash tag keeps it,
+  /// `app:{orders}:1:released`).
+  static std::string channel(std::string_view name) { return ext::same_slot_key(name, "released"); }
 
   /// A fresh 128-bit random token for each hold: its entry in the set.
   std::string make_owner(const std::string&, const std::string&) const { return ext::random_hex(16); }
@@ -140,19 +145,25 @@ return {0, tonumber(first[2]) - now}
   }
 
   /// Owner-checked release. KEYS[1] the set, KEYS[2] the count; ARGV[1]
-  /// token. 1 released (the entry was ours and live), 0 not ours (gone, or
-  /// its lease ended).
-  static const redis::script& release_script() {
-    static const redis::script s(std::string(common_lua) + R"lua(
+  /// token, ARGV[2] the channel. Removes this hold's entry and, if there
+  /// was one, publishes `0` on the channel (PUBLISH, or SPUBLISH when
+  /// `sharded`). 1 released (the entry was ours and live), 0 not ours
+  /// (gone, or its lease had ended).
+  static const redis::script& release_script(bool sharded) {
+    auto make = [](std::string_view verb) {
+      return std::string(common_lua) + R"lua(
 local now = now_ms()
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 keep(KEYS[1], KEYS[2], now)
+redis.call(')lua" + std::string(verb) + R"lua(', ARGV[2], '0')
 if score ~= 'inf' and tonumber(score) <= now then return 0 end
 return 1
-)lua");
-    return s;
+)lua";
+    };
+    static const redis::script plain(make(ext::publish_verb(false))), shard(make(ext::publish_verb(true)));
+    return sharded ? shard : plain;
   }
 
   /// Owner-checked renewal of one or more permits: for each i, KEYS[2i-1]
@@ -203,15 +214,16 @@ return out
     co_return std::pair{error_code{}, attempt{false, milliseconds(*left)}};
   }
 
-  /// Runs release_script(): released, or lease_lost (the entry is gone or
+  /// Runs release_script() with the backend's channel: released, or lease_lost (the entry is gone or
   /// its lease ended). A retry after outcome_unknown reads as Token's.
   template <class B>
   asio::awaitable<std::pair<error_code, release_outcome>> release(B& backend, record& rec) const {
     const bool retry = rec.release_retry;
     if (!retry) rec.state.first_release_in_lease = rec.remaining() > milliseconds::zero();
     std::vector<std::string> keys{rec.name, permits_key(rec.name)};
-    std::vector<std::string> args{rec.owner};
-    auto [ec, v] = co_await ext::eval(backend, release_script(), std::move(keys), std::move(args));
+    std::vector<std::string> args{rec.owner, ext::release_channel<Semaphore>(backend, rec.name)};
+    auto [ec, v] = co_await ext::eval(backend, release_script(ext::sharded_pubsub(backend)), std::move(keys),
+                                      std::move(args));
     ext::note(rec, ec, v);
     co_return ext::retried_release(retry, rec.state.first_release_in_lease, ext::deleted(ec, v));
   }
