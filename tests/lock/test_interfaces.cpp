@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <mutex>
 #include <future>
 #include <thread>
 
@@ -245,4 +246,48 @@ TEST_CASE("a blocking acquire whose reply comes late is resolved after the acqui
   hold->release(rec);
   CHECK(!rec);
   CHECK(redis.server.command({"EXISTS", "api:late"}) == "0");
+}
+
+TEST_CASE("std::scoped_lock over dlock locks of any ownerships: two clients in opposite orders never deadlock",
+          "[interfaces]") {
+  // std::scoped_lock (std::lock's algorithm) takes the first lock, tries the
+  // others, and on a refusal lets go of what it holds and starts with the
+  // one it could not get: with try_lock and unlock it needs nothing else.
+  // Two clients, each with its own backend, take the same three locks (a
+  // token lock, a reentrant hash, a one-permit semaphore), in opposite
+  // orders, over and over.
+  private_redis redis;
+  using Hash = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::PubSub>;
+  using Permit = dlock::Lock<dlock::RedisBackend, o::Semaphore, r::FixedLease, w::Backoff>;
+  const int rounds = 40;
+  std::atomic<int> inside{0}, overlaps{0};
+  auto client = [&](bool reversed) {
+    auto backend = redis.another_backend();
+    TokenLock a(backend, "many:a", {}, r::FixedLease(scaled(10s)), w::Spin{2ms});
+    Hash b(backend, "many:b");
+    Permit c(backend, "many:c", o::Semaphore{1}, r::FixedLease(scaled(10s)), w::Backoff{1ms, 20ms});
+    for (int i = 0; i < rounds; ++i) {
+      auto work = [&] {
+        if (++inside > 1) ++overlaps;
+        std::this_thread::sleep_for(1ms);
+        --inside;
+      };
+      if (reversed) {
+        std::scoped_lock all(c, b, a);
+        work();
+      } else {
+        std::scoped_lock all(a, b, c);
+        work();
+      }
+    }
+    return rounds;
+  };
+  auto first = std::async(std::launch::async, client, false);
+  auto second = std::async(std::launch::async, client, true);
+  // A deadlock would hold both for ever: each is given a minute.
+  REQUIRE(first.wait_for(scaled(60s)) == std::future_status::ready);
+  REQUIRE(second.wait_for(scaled(60s)) == std::future_status::ready);
+  CHECK(first.get() + second.get() == 2 * rounds);
+  CHECK(overlaps == 0);
+  CHECK(redis.server.command({"EXISTS", "many:a", "many:b", "many:c"}) == "0");
 }
