@@ -14,11 +14,13 @@
 // (lock_worker_<backend>.cpp); this one picks among them.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <dlock/backend/redis.hpp>
 #include <dlock/lock.hpp>
@@ -32,7 +34,7 @@
 namespace dlock::test::worker_process {
 
 int worker_usage() {
-  std::fprintf(stderr, "usage: lock_worker count|hold|line|wall-clock-step|crash-after-setnx|semaphore-hold ...\n");
+  std::fprintf(stderr, "usage: lock_worker count|hold|line|wall-clock-step|crash-after-setnx|semaphore-hold|semaphore-crowd ...\n");
   return 2;
 }
 
@@ -51,6 +53,45 @@ int main(int argc, char** argv) try {
         redis, argv[3], setnx, dlock::renewal::FixedLease{std::chrono::milliseconds(std::atol(argv[4]))});
     lock.try_lock();
     return 1;  // not reached when the lock was free
+  }
+
+  if (mode == "semaphore-crowd" && argc == 7) {
+    // argv[6] threads, each taking a permit of semaphore argv[3] (argv[4]
+    // permits) argv[5] times; while it holds one, it counts itself in
+    // "<name>:inside" and raises "<name>:most" to the count it saw (one
+    // script, so the count across processes is exact).
+    static const char* enter = R"lua(
+local n = redis.call('INCR', KEYS[1])
+if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], n) end
+return n
+)lua";
+    const std::string name = argv[3], inside = name + ":inside", most = name + ":most";
+    const long long permits = std::atoll(argv[4]), rounds = std::atoll(argv[5]);
+    std::vector<std::thread> pool;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < std::atoi(argv[6]); ++t) {
+      pool.emplace_back([&] {
+        try {
+          dlock::RedisBackend redis(argv[2]);
+          dlock::Lock<dlock::RedisBackend, dlock::ownership::Semaphore, dlock::renewal::FixedLease, dlock::wait::Spin>
+              lock(redis, name, dlock::ownership::Semaphore{permits}, dlock::renewal::FixedLease{std::chrono::seconds(30)},
+                   dlock::wait::Spin{std::chrono::milliseconds(2)});
+          for (long long i = 0; i < rounds; ++i) {
+            auto hold = lock.acquire();
+            redis.command(dlock::redis::request().push("EVAL", enter, 2, inside, most));
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            redis.command(dlock::redis::request().push("DECR", inside));
+            hold.release();
+          }
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "lock_worker semaphore-crowd: %s\n", e.what());
+          ++failures;
+        }
+      });
+    }
+    for (auto& t : pool) t.join();
+    std::printf("done\n");
+    return failures == 0 ? 0 : 1;
   }
 
   if (mode == "semaphore-hold" && argc == 6) {

@@ -67,7 +67,22 @@ TEST_CASE("Semaphore{3}: never a fourth holder over 12 threads, and three at onc
   CHECK(most.load() <= 3);
   CHECK(most.load() == 3);
   // Every permit given back: nothing left in Redis.
-  CHECK(server.command({"EXISTS", "pool", "pool:permits"}) == "0");
+  CHECK(server.command({"EXISTS", "pool", o::Semaphore::permits_key("pool")}) == "0");
+}
+
+TEST_CASE("Semaphore{3}: never a fourth holder over 2 processes of 6 threads, and three at once", "[semaphore]") {
+  dlock::test::redis_server server;
+  std::vector<std::unique_ptr<dlock::test::worker>> crowd;
+  for (int p = 0; p < 2; ++p)
+    crowd.push_back(std::make_unique<dlock::test::worker>(
+        std::vector<std::string>{"semaphore-crowd", server.url(), "crowd", "3", "10", "6"}));
+  for (auto& c : crowd) {
+    CHECK(c->read_line(scaled(60s)) == "done");
+    CHECK(c->wait() == 0);
+  }
+  CHECK(server.command({"GET", "crowd:most"}) == "3");
+  CHECK(server.command({"GET", "crowd:inside"}) == "0");
+  CHECK(server.command({"EXISTS", "crowd", o::Semaphore::permits_key("crowd")}) == "0");
 }
 
 TEST_CASE("Semaphore: each owner holds one permit; the permits run out, and come back on release",
@@ -82,6 +97,7 @@ TEST_CASE("Semaphore: each owner holds one permit; the permits run out, and come
   std::thread([&] { second = lock.try_acquire(); }).join();
   REQUIRE(second.has_value());
   CHECK(server.command({"ZCARD", "two"}) == "2");
+  CHECK(server.command({"GET", o::Semaphore::permits_key("two")}) == "2");  // the count, stored beside
   std::thread([&] { third = lock.try_acquire(); }).join();
   CHECK_FALSE(third.has_value());  // both permits in use
   second->release();
@@ -89,7 +105,7 @@ TEST_CASE("Semaphore: each owner holds one permit; the permits run out, and come
   CHECK(third.has_value());
   third->release();
   first.release();
-  CHECK(server.command({"EXISTS", "two", "two:permits"}) == "0");
+  CHECK(server.command({"EXISTS", "two", o::Semaphore::permits_key("two")}) == "0");
 }
 
 TEST_CASE("Semaphore: a killed holder's permit comes back when its lease ends, never sooner", "[semaphore]") {
@@ -133,7 +149,7 @@ TEST_CASE("Semaphore: the watchdog keeps a permit past its lease; renewal::None 
     CHECK(entries.size() > 4);
     CHECK(entries.substr(entries.size() - 4) == "\ninf");
     hold.release();
-    CHECK(server.command({"EXISTS", "forever", "forever:permits"}) == "0");
+    CHECK(server.command({"EXISTS", "forever", o::Semaphore::permits_key("forever")}) == "0");
   }
 }
 
