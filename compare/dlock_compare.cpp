@@ -27,6 +27,7 @@
 
 #include "backends.hpp"
 #include "cluster.hpp"
+#include "permits.hpp"
 #include "redlock_phase.hpp"
 #include "contention.hpp"
 #include "faults.hpp"
@@ -332,14 +333,22 @@ int run(const options& o) {
     std::fprintf(stderr, "renewals: held locks, batched and one call each\n");
     renewals = run_renewals(redis, url, prefix, n.held_locks, n.renewal_pairs);
   }
+  // What a semaphore's permits buy: one permit against four, 8 workers.
+  std::optional<permits_result> permits;
+  if (matches(o.filter, "semaphore/watchdog/spin")) {
+    std::fprintf(stderr, "permits: 8 workers on a semaphore of 1 permit and of 4\n");
+    permits = run_permits(redis, url, prefix, 8, 4, n.contention, o.how == depth::quick ? 1 : 2);
+  }
   auto deleted = delete_keys(redis, prefix);
   if (!private_server) std::fprintf(stderr, "deleted the run's %zu keys (%s*)\n", deleted, prefix.c_str());
   auto backends = run_backends(o, n);
 
   std::printf("%s", table(env, rows, ref, faults).c_str());
   if (renewals) std::printf("%s", renewals_table(*renewals).c_str());
+  if (permits) std::printf("%s", permits_table(*permits).c_str());
   std::printf("%s", backends_table(backends).c_str());
-  write_json(o.out_dir, json(env, rows, ref, faults, backends, renewals ? renewals_json(*renewals) : "null"));
+  write_json(o.out_dir, json(env, rows, ref, faults, backends, renewals ? renewals_json(*renewals) : "null",
+                             permits ? permits_json(*permits) : "null"));
   return 0;
 }
 
