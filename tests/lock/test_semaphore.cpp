@@ -16,6 +16,7 @@
 #include <dlock/dlock.hpp>
 #include <support/polling.hpp>
 #include <support/redis_server.hpp>
+#include <support/server_fixture.hpp>
 
 #include "lock_support.hpp"
 
@@ -208,4 +209,39 @@ TEST_CASE("Semaphore: a release wakes a pub/sub waiter at once", "[semaphore]") 
   t.join();
   REQUIRE(when != std::chrono::steady_clock::time_point{});
   CHECK(when - released < 5s);
+}
+
+TEST_CASE("Semaphore: a lost acquire reply is resolved from the set by the server's time", "[semaphore]") {
+  // The backend gives up on a reply after 300 ms; the server is paused for
+  // longer while the acquire is on its way, and runs it afterwards.
+  const auto timeout = scaled(300ms);
+  dlock::test::private_redis redis(dlock::test::impatient(timeout));
+  Fixed lock(redis.backend, "limbo", o::Semaphore{2}, r::FixedLease(scaled(30s)), quick_spin());
+  lock.acquire().release();  // the scripts loaded: a late NOSCRIPT would mean "did not run"
+  redis.server.command({"CLIENT", "PAUSE", std::to_string((timeout * 3 / 2).count()), "ALL"});
+  std::error_code ec;
+  auto hold = lock.try_acquire_for(0ms, ec);
+  INFO(ec.message());
+  CHECK_FALSE(ec);
+  REQUIRE(hold.has_value());  // the entry was found live: the permit is ours
+  CHECK(redis.server.command({"ZCARD", "limbo"}) == "1");
+  hold->release();
+  CHECK(redis.server.command({"EXISTS", "limbo"}) == "0");
+}
+
+TEST_CASE("Semaphore: permits in use without a stored count are refused, not counted afresh", "[semaphore]") {
+  dlock::test::redis_server server;
+  dlock::RedisBackend backend(server.url());
+  Fixed three(backend, "uncounted", o::Semaphore{3}, r::FixedLease(scaled(10s)), quick_spin());
+  Fixed five(backend, "uncounted", o::Semaphore{5}, r::FixedLease(scaled(10s)), quick_spin());
+  auto hold = three.acquire();
+  server.command({"DEL", o::Semaphore::permits_key("uncounted")});  // evicted, or deleted by hand
+  std::pair<std::error_code, std::string> thrown;
+  std::thread([&] { thrown = dlock::test::thrown_error([&] { five.try_acquire(); }); }).join();
+  CHECK(thrown.first == dlock::error::server_error);
+  INFO(thrown.second);
+  CHECK(thrown.second.find("1 permits in use but no stored count") != std::string::npos);
+  hold.release();
+  // Once the set is empty, the next client sets the count again.
+  std::thread([&] { CHECK(five.try_acquire().has_value()); }).join();
 }

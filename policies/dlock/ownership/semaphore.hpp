@@ -2,9 +2,14 @@
 // with a lease of its own, counted from live entries by the server's clock.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <dlock/ext.hpp>
@@ -21,7 +26,12 @@ namespace dlock::ownership {
 ///
 /// - Expiry is decided by the server's clock alone (`TIME` inside the
 ///   scripts), never a client's: a client whose clock is wrong cannot
-///   steal a permit or keep one.
+///   steal a permit or keep one. (The scores are the server's wall-clock
+///   times, as Redis's own expiry is: a step of the server's clock, or a
+///   failover to a server whose clock differs, moves every lease's end.)
+/// - A set with permits in use but no stored count (deleted, evicted) is
+///   refused with a server_error until those permits end: the next client
+///   cannot tell how many may hold.
 /// - The permit count is stored beside the set (`same_slot_key(name,
 ///   "permits")`, in the lock's cluster slot); a client that names another
 ///   count is refused with a server_error that says both, rather than
@@ -84,14 +94,15 @@ struct Semaphore {
   /// The key that stores the permit count, in the lock's cluster slot.
   static std::string permits_key(const std::string& name) { return ext::same_slot_key(name, "permits"); }
 
-  /// Lua shared by the scripts: the server's time in ms, the count's check,
-  /// and keeping both keys alive as long as their latest permit.
+  /// Lua shared by the scripts: the server's time in ms, and keeping both
+  /// keys alive as long as their latest permit (PEXPIREAT its lease's end:
+  /// the same clock as the scores, so never early).
   static constexpr const char* common_lua = R"lua(
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function keep(set, count, now)
+local function keep(set, count)
   local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
   if #last == 0 then
     redis.call('DEL', count)
@@ -99,9 +110,8 @@ local function keep(set, count, now)
     redis.call('PERSIST', set)
     redis.call('PERSIST', count)
   else
-    local ttl = math.max(1, tonumber(last[2]) - now)
-    redis.call('PEXPIRE', set, ttl)
-    redis.call('PEXPIRE', count, ttl)
+    redis.call('PEXPIREAT', set, last[2])
+    redis.call('PEXPIREAT', count, last[2])
   end
 end
 )lua";
@@ -127,14 +137,18 @@ if stored and stored ~= ARGV[3] then
 end
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) < permits then
+local used = redis.call('ZCARD', KEYS[1])
+if not stored and used > 0 then
+  return redis.error_reply('ERR dlock: the semaphore has ' .. used .. ' permits in use but no stored count (deleted or evicted); it cannot tell how many may hold')
+end
+if used < permits then
   if lease > 0 then
     redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
   else
     redis.call('ZADD', KEYS[1], '+inf', ARGV[1])
   end
   redis.call('SET', KEYS[2], ARGV[3])
-  keep(KEYS[1], KEYS[2], now)
+  keep(KEYS[1], KEYS[2])
   return {1, 0}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -156,7 +170,7 @@ local now = now_ms()
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not score then return 0 end
 redis.call('ZREM', KEYS[1], ARGV[1])
-keep(KEYS[1], KEYS[2], now)
+keep(KEYS[1], KEYS[2])
 redis.call(')lua" + std::string(verb) + R"lua(', ARGV[2], '0')
 if score ~= 'inf' and tonumber(score) <= now then return 0 end
 return 1
@@ -178,10 +192,10 @@ for i = 1, #KEYS / 2 do
   local set, count = KEYS[2 * i - 1], KEYS[2 * i]
   local score = redis.pcall('ZSCORE', set, ARGV[2 * i - 1])
   local lease = tonumber(ARGV[2 * i])
-  if type(score) == 'string' and lease and lease > 0 and lease <= 1e12
+  if type(score) == 'string' and lease and lease > 0 and lease <= 1e12 and lease % 1 == 0
      and (score == 'inf' or tonumber(score) > now) then
     redis.call('ZADD', set, 'XX', now + lease, ARGV[2 * i - 1])
-    keep(set, count, now)
+    keep(set, count)
     out[i] = 1
   else
     out[i] = 0
@@ -243,10 +257,20 @@ return out
     if (r[0].is_null()) co_return std::pair{error_code{}, false};
     if (r[0].type != redis::kind::bulk_string) co_return std::pair{error_code(error::unexpected_reply), false};
     if (r[0].str == "inf") co_return std::pair{error_code{}, true};
-    auto secs = ext::integer_of(r[1].elements[0]), micros = ext::integer_of(r[1].elements[1]);
-    if (!secs || !micros) co_return std::pair{error_code(error::unexpected_reply), false};
-    const double now = static_cast<double>(*secs) * 1000 + static_cast<double>(*micros / 1000);
-    co_return std::pair{error_code{}, std::stod(r[0].str) > now};
+    // TIME answers two bulk strings (seconds, microseconds); the score is
+    // an integer of ms.
+    auto secs = whole(r[1].elements[0]), micros = whole(r[1].elements[1]), ends = whole(r[0]);
+    if (!secs || !micros || !ends) co_return std::pair{error_code(error::unexpected_reply), false};
+    co_return std::pair{error_code{}, *ends > *secs * 1000 + *micros / 1000};
+  }
+
+  /// The whole number a bulk string reply holds, or nullopt.
+  static std::optional<std::int64_t> whole(const redis::value& v) {
+    if (v.type != redis::kind::bulk_string) return std::nullopt;
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(v.str.data(), v.str.data() + v.str.size(), n);
+    if (ec != std::errc{} || end != v.str.data() + v.str.size()) return std::nullopt;
+    return n;
   }
 
   /// An extend reply of one permit: the one-element array extend_script()
