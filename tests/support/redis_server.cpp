@@ -70,6 +70,21 @@ std::uint16_t pick_port(bool with_bus) {
   throw std::runtime_error("no free port found on 127.0.0.1");
 }
 
+// The port a server or sentinel is about to bind (see set_port_picked_hook).
+std::mutex hook_mutex;
+std::function<void(std::uint16_t)> port_picked_hook;
+
+std::uint16_t pick_server_port(bool with_bus) {
+  auto port = pick_port(with_bus);
+  std::function<void(std::uint16_t)> hook;
+  {
+    std::lock_guard g(hook_mutex);
+    hook = port_picked_hook;
+  }
+  if (hook) hook(port);
+  return port;
+}
+
 std::string make_temp_dir() {
   std::string pattern = (fs::temp_directory_path() / "dlock-test-XXXXXX").string();
   if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
@@ -200,6 +215,11 @@ std::string run_capture(const std::vector<std::string>& args, std::chrono::milli
 
 std::uint16_t free_port() { return pick_port(false); }
 
+void set_port_picked_hook(std::function<void(std::uint16_t)> hook) {
+  std::lock_guard g(hook_mutex);
+  port_picked_hook = std::move(hook);
+}
+
 std::string run_program(const std::vector<std::string>& argv, std::chrono::milliseconds limit) {
   return run_capture(argv, limit);
 }
@@ -250,7 +270,7 @@ void tls_files::make_leaf(const std::string& name, const std::string& ca_name, c
 redis_server::redis_server(server_options opts) : opts_(std::move(opts)) {
   dir_ = make_temp_dir();
   for (int attempt = 0;; ++attempt) {
-    port_ = pick_port(opts_.cluster);
+    port_ = pick_server_port(opts_.cluster);
     plain_port_ = opts_.tls && opts_.plain_port_too ? pick_port(false) : 0;
     spawn();
     try {
@@ -450,10 +470,11 @@ void redis_server::wait_until_synced(std::chrono::milliseconds limit) const {
 sentinel_group::sentinel_group(std::string master_name, std::uint16_t master_port, int count, int quorum,
                                int down_after_ms, int failover_timeout_ms, std::shared_ptr<const tls_files> tls)
     : name_(std::move(master_name)), tls_(std::move(tls)) {
-  for (int i = 0; i < count; ++i) {
-    auto dir = make_temp_dir();
-    auto port = pick_port(false);
-    std::ofstream conf(dir + "/sentinel.conf");
+  // Writes sentinel i's configuration on a newly picked port and starts it.
+  auto start = [&](std::size_t i) {
+    const auto& dir = dirs_[i];
+    auto port = pick_server_port(false);
+    std::ofstream conf(dir + "/sentinel.conf", std::ios::trunc);
     if (tls_)
       conf << "port 0\ntls-port " << port << "\ntls-cert-file " << tls_->server().cert << "\ntls-key-file "
            << tls_->server().key << "\ntls-ca-cert-file " << tls_->ca() << "\ntls-replication yes\n"
@@ -465,24 +486,47 @@ sentinel_group::sentinel_group(std::string master_name, std::uint16_t master_por
          << "sentinel down-after-milliseconds " << name_ << " " << down_after_ms << "\n"
          << "sentinel failover-timeout " << name_ << " " << failover_timeout_ms << "\n";
     conf.close();
-    pids_.push_back(spawn_process({"redis-server", dir + "/sentinel.conf", "--sentinel"}, dir));
-    ports_.push_back(port);
-    dirs_.push_back(dir);
-  }
-  for (std::size_t i = 0; i < ports_.size(); ++i) {
-    auto deadline = std::chrono::steady_clock::now() + 10s;
-    auto answers = [&] {
-      if (!tls_) return raw_exchange(ports_[i], resp_command({"PING"}), "+PONG", 500ms);
-      try {
-        return command(i, {"PING"}) == "PONG";
-      } catch (const std::exception&) {
-        return false;
-      }
-    };
-    while (!answers()) {
-      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("sentinel did not start");
-      std::this_thread::sleep_for(20ms);
+    ports_[i] = port;
+    pids_[i] = spawn_process({"redis-server", dir + "/sentinel.conf", "--sentinel"}, dir);
+  };
+  auto answers = [&](std::size_t i) {
+    if (!tls_) return raw_exchange(ports_[i], resp_command({"PING"}), "+PONG", 500ms);
+    try {
+      return command(i, {"PING"}) == "PONG";
+    } catch (const std::exception&) {
+      return false;
     }
+  };
+  try {
+    for (int i = 0; i < count; ++i) {
+      dirs_.push_back(make_temp_dir());
+      ports_.push_back(0);
+      pids_.push_back(-1);
+      start(dirs_.size() - 1);
+    }
+    for (std::size_t i = 0; i < ports_.size(); ++i) {
+      auto deadline = std::chrono::steady_clock::now() + 10s;
+      for (int restarts = 0; !answers(i);) {
+        // A sentinel that exited at once most likely lost its port to another
+        // process between the check and the bind (as redis_server above):
+        // start it again on another port, a few times.
+        if (exited(pids_[i]) && restarts++ < 4) {
+          start(i);
+          deadline = std::chrono::steady_clock::now() + 10s;
+          continue;
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+          std::ifstream log(dirs_[i] + "/sentinel.log");
+          std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+          if (text.size() > 2000) text.erase(0, text.size() - 2000);
+          throw std::runtime_error("sentinel did not start on port " + std::to_string(ports_[i]) + ": " + text);
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+    }
+  } catch (...) {
+    stop();  // a constructor that throws runs no destructor
+    throw;
   }
 }
 
@@ -494,16 +538,20 @@ std::vector<std::string> sentinel_group::cli(std::size_t i) const {
   return argv;
 }
 
-sentinel_group::~sentinel_group() {
-  for (auto pid : pids_) {
+sentinel_group::~sentinel_group() { stop(); }
+
+void sentinel_group::stop() {
+  for (auto& pid : pids_) {
     if (pid <= 0) continue;
     ::kill(pid, SIGKILL);
     reap(pid);
+    pid = -1;
   }
   for (auto& d : dirs_) {
     std::error_code ec;
     fs::remove_all(d, ec);
   }
+  dirs_.clear();
 }
 
 std::vector<std::uint16_t> sentinel_group::ports() const { return ports_; }

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,12 @@ namespace dlock::test {
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (never 6379).
 std::uint16_t free_port();
+
+/// For the harness's own tests: called with each port the harness picks
+/// for a server or sentinel, just before it is started (empty: none). A
+/// hook that binds the port reproduces another process taking it between
+/// the check and the bind.
+void set_port_picked_hook(std::function<void(std::uint16_t)> hook);
 
 /// Runs a program (argv, no shell) and returns its output (stdout and
 /// stderr), without the trailing newline; throws when it fails or outlasts
@@ -166,6 +173,7 @@ class sentinel_group {
 
  private:
   std::vector<std::string> cli(std::size_t i) const;  // redis-cli to sentinel i
+  void stop();  // kills every sentinel, removes their folders
 
   std::string name_;
   std::shared_ptr<const tls_files> tls_;

@@ -114,6 +114,62 @@ TEST_CASE("sentinels find the master", "[harness][sentinel]") {
   CHECK(sentinels.current_master_port() == master.port());
 }
 
+namespace {
+
+// Takes the first `count` ports the harness picks, as another process
+// would between the harness's check and the server's bind: it listens on
+// them until destroyed.
+class port_thief {
+ public:
+  explicit port_thief(int count) : left_(count) {
+    dlock::test::set_port_picked_hook([this](std::uint16_t port) {
+      if (left_ <= 0) return;
+      --left_;
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      int one = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(port);
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+      REQUIRE(::listen(fd, 1) == 0);
+      fds_.push_back(fd);
+      taken_.push_back(port);
+    });
+  }
+  ~port_thief() {
+    dlock::test::set_port_picked_hook({});
+    for (int fd : fds_) ::close(fd);
+  }
+  const std::vector<std::uint16_t>& taken() const { return taken_; }
+
+ private:
+  int left_;
+  std::vector<int> fds_;
+  std::vector<std::uint16_t> taken_;
+};
+
+}  // namespace
+
+TEST_CASE("a server whose port was taken before its bind starts on another", "[harness]") {
+  port_thief thief(2);
+  redis_server s;
+  REQUIRE(thief.taken().size() == 2);
+  CHECK(std::find(thief.taken().begin(), thief.taken().end(), s.port()) == thief.taken().end());
+  CHECK(s.command({"PING"}) == "PONG");
+}
+
+TEST_CASE("a sentinel whose port was taken before its bind starts on another", "[harness][sentinel]") {
+  redis_server master;
+  port_thief thief(2);  // the first sentinel's port, then the port it is given next
+  dlock::test::sentinel_group sentinels("mymaster", master.port());
+  REQUIRE(thief.taken().size() == 2);
+  for (auto port : sentinels.ports())
+    CHECK(std::find(thief.taken().begin(), thief.taken().end(), port) == thief.taken().end());
+  CHECK(sentinels.current_master_port() == master.port());
+}
+
 TEST_CASE("a three-master cluster comes up", "[harness][cluster]") {
   dlock::test::redis_cluster cluster(3);
   CHECK(cluster.ports().size() == 3);
