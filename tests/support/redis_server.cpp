@@ -326,7 +326,11 @@ void redis_server::spawn() {
   const auto plain = opts_.tls ? plain_port_ : port_;
   std::vector<std::string> args = {"redis-server", "--port", std::to_string(plain), "--bind", "127.0.0.1",
                                    "--save", "", "--appendonly", "no", "--dir", dir_,
-                                   "--logfile", dir_ + "/redis.log", "--daemonize", "no"};
+                                   "--logfile", dir_ + "/redis.log", "--daemonize", "no",
+                                   // A replica's first sync starts at once, not 5 s later (7.0's
+                                   // default diskless sync delay, which waits for more replicas to
+                                   // share the RDB: two replicas could take over 10 s to sync).
+                                   "--repl-diskless-sync-delay", "0"};
   if (opts_.tls)
     args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", opts_.tls->server().cert,
                              "--tls-key-file", opts_.tls->server().key, "--tls-ca-cert-file", opts_.tls->ca(),
@@ -465,6 +469,19 @@ void redis_server::wait_until_synced(std::chrono::milliseconds limit) const {
     std::this_thread::sleep_for(50ms);
   }
   throw std::runtime_error("replica did not sync");
+}
+
+void redis_server::wait_until_listed(int replicas, std::chrono::milliseconds limit) const {
+  // ROLE of a master, one value a line: "master", its offset, then ip,
+  // port and offset of each replica.
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto role = command({"ROLE"});
+    auto lines = std::count(role.begin(), role.end(), '\n') + 1;
+    if (role.rfind("master", 0) == 0 && lines == 2 + 3 * replicas) return;
+    std::this_thread::sleep_for(20ms);
+  }
+  throw std::runtime_error("the master did not list " + std::to_string(replicas) + " replicas");
 }
 
 sentinel_group::sentinel_group(std::string master_name, std::uint16_t master_port, int count, int quorum,
@@ -835,12 +852,9 @@ redis_cluster::redis_cluster(cluster_options opts) : opts_(std::move(opts)) {
     o.cluster = true;
     o.cluster_node_timeout_ms = opts_.node_timeout_ms;
     o.password = opts_.password;
-    // A replica's first sync starts at once, not 5 s later (7.0's default
-    // diskless sync delay, which waits for more replicas to share the RDB).
-    o.extra_args = {"--repl-diskless-sync-delay", "0"};
     if (opts_.tls) {
       o.tls = opts_.tls;
-      o.extra_args.insert(o.extra_args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
+      o.extra_args = {"--tls-cluster", "yes", "--tls-replication", "yes"};
     }
     nodes_.push_back(std::make_unique<redis_server>(o));
     create.push_back("127.0.0.1:" + std::to_string(nodes_.back()->port()));

@@ -122,6 +122,10 @@ class redis_server {
   std::string log_tail(std::size_t lines = 20) const;
   /// Polls until `INFO replication` says master_link_status:up (replicas).
   void wait_until_synced(std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
+  /// Polls until this master's ROLE lists `replicas` replicas: a replica
+  /// whose link is up is listed only once it has acknowledged (up to a
+  /// second later), and a WAIT for every replica counts the listed ones.
+  void wait_until_listed(int replicas, std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
 
  private:
   void spawn();

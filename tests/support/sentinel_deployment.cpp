@@ -25,6 +25,7 @@ sentinel_deployment::sentinel_deployment(sentinel_options opts) : opts_(std::mov
     nodes_.push_back(std::make_unique<redis_server>(o));
   }
   for (std::size_t i = 1; i < nodes_.size(); ++i) nodes_[i]->wait_until_synced();
+  nodes_[0]->wait_until_listed(opts_.replicas);
   sentinels_ = std::make_unique<sentinel_group>(opts_.master_name, nodes_[0]->port(), opts_.sentinels, opts_.quorum,
                                                 opts_.down_after_ms, opts_.failover_timeout_ms, opts_.tls);
   sentinels_->wait_ready(opts_.replicas);
