@@ -14,6 +14,7 @@
 #include <dlock/ownership/getset_expiry.hpp>
 #include <dlock/ownership/queue.hpp>
 #include <dlock/ownership/reentrant_hash.hpp>
+#include <dlock/ownership/read_write.hpp>
 #include <dlock/ownership/semaphore.hpp>
 #include <dlock/ownership/setnx.hpp>
 #include <dlock/ownership/token.hpp>

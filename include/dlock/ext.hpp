@@ -60,6 +60,10 @@ using detail::words_for;          ///< words_for(ec, words): the words when ec i
 using detail::with_server_reply;  ///< with_server_reply(what, words): "what (Redis replied: words)", cut at 512 bytes
 using detail::own_words;          ///< own_words(text): words of dlock's own for an error (with_server_reply: "what (text)")
 
+// Shared holds (an ownership that `shares`, ReadWrite).
+using detail::shared_key_prefix;  ///< how the lock's key of a shared hold starts ("shared:", then the owner's key)
+using detail::shares;             ///< shares<O>(): whether O has shared holds (Lock then offers SharedInterface)
+
 // Keys: where a key lives on a cluster, and companions in the lock's slot.
 using detail::key_slot;       ///< the cluster slot of a key (0 to 16383), hash tags honoured
 using detail::same_slot_key;  ///< same_slot_key(name, suffix): "<name-or-tag>:<suffix>" in name's slot
@@ -86,6 +90,7 @@ using detail::sharded_pubsub;   ///< whether backend B listens on shard channels
 // Reading replies strictly.
 using detail::cannot_resolve;     ///< for an ownership that cannot tell whether a lost try won
 using detail::deleted;            ///< a DEL-like reply (1 released, 0 not ours) as a release's outcome
+using detail::counted_release;    ///< a counting release's reply (0 still held, 1 released, 2 gone, 3 another's) as its outcome
 using detail::retried_release;    ///< a compare-and-delete release's outcome, a retry read from the key (Token, Queue)
 using detail::integer_of;         ///< the integer a reply carries, or nullopt
 using detail::may_have_run;       ///< whether a failed command may have run

@@ -65,8 +65,15 @@ namespace dlock {
 // - `fencing` (std::optional<fencing_tokens>) with `fence_call(rec)` ->
 //   script_call: fencing tokens (see detail::fencing_ownership);
 // - `static constexpr bool admits_many`: true when several holds may exist
-//   at once (ownership::Semaphore); a quorum refuses it (see
-//   quorum_rules).
+//   at once (ownership::Semaphore, ReadWrite); a quorum refuses it (see
+//   quorum_rules);
+// - `static constexpr bool shares`: shared holds besides exclusive ones
+//   (ReadWrite): Lock gains SharedInterface, and a shared hold's record
+//   has `shared` set;
+// - `withdraw(backend, record&)` -> awaitable<error_code>: called when an
+//   acquire ends without the lock, to undo what its failed tries left in
+//   Redis for the waiter (a writer's intent); its error goes to the lock's
+//   error handler.
 // As with a waiter's hooks, a member of one of these names that does not
 // match does not compile, and neither does a `leave`, `refresh_call` or
 // `read_refresh` on an ownership that does not say `queues`.
@@ -102,6 +109,22 @@ constexpr bool admits_many() {
 /// B: `B::cross_slot_scripts` (true for one server, where every key is in
 /// one keyspace), else false (a key-routed backend sends a script to the
 /// server of its first key's slot, so its keys must share that slot).
+/// Whether ownership O has shared holds besides exclusive ones (`O::shares`,
+/// ownership::ReadWrite): Lock then offers SharedInterface.
+template <class O>
+constexpr bool shares() {
+  if constexpr (requires { O::shares; }) return static_cast<bool>(O::shares);
+  else return false;
+}
+
+/// An ownership's `withdraw(backend, record&)`: after an acquire ends
+/// without the lock, it undoes what its failed tries left for this waiter
+/// in Redis (ReadWrite: a writer's intent).
+template <class O, class B>
+concept ownership_withdraw = requires(const O& o, B& b, record_t<O>& rec) {
+  { o.withdraw(b, rec) } -> std::same_as<asio::awaitable<error_code>>;
+};
+
 template <class B>
 constexpr bool cross_slot_scripts() {
   if constexpr (requires { B::cross_slot_scripts; }) return static_cast<bool>(B::cross_slot_scripts);
@@ -304,6 +327,10 @@ struct read_extend_batch_probe { void read_extend_batch(); };
 template <class T>
 concept has_read_extend_batch = (derivable<T> && !requires { &both<T, read_extend_batch_probe>::read_extend_batch; }) ||
     (!derivable<T> && requires { &T::read_extend_batch; });
+struct withdraw_probe { void withdraw(); };
+template <class T>
+concept has_withdraw = (derivable<T> && !requires { &both<T, withdraw_probe>::withdraw; }) ||
+    (!derivable<T> && requires { &T::withdraw; });
 struct fence_call_probe { void fence_call(); };
 template <class T>
 concept has_fence_call = (derivable<T> && !requires { &both<T, fence_call_probe>::fence_call; }) ||

@@ -25,6 +25,7 @@
 #include <dlock/detail/background.hpp>
 #include <dlock/detail/commands.hpp>
 #include <dlock/detail/deadline.hpp>
+#include <dlock/detail/op_results.hpp>
 #include <dlock/detail/owner_gate.hpp>
 #include <dlock/detail/policy_checks.hpp>
 #include <dlock/detail/quorum.hpp>
@@ -33,6 +34,7 @@
 #include <dlock/detail/spawn.hpp>
 #include <dlock/detail/wait_steps.hpp>
 #include <dlock/hold.hpp>
+#include <dlock/shared_interface.hpp>
 
 #include <dlock/ownership/reentrant_hash.hpp>
 #include <dlock/renewal/watchdog.hpp>
@@ -43,15 +45,13 @@ namespace dlock {
 class RedisBackend;  // declared only: <dlock/dlock.hpp> (or backend/redis.hpp) defines it
 
 /// A distributed lock named `name` on `Backend`, built from three policies:
-/// - Ownership: who holds it and the Redis side of acquire/release/extend
-///   (ownership::SetNx, Token, ReentrantHash, GetSetExpiry, NaiveExpiry,
-///   Queue);
-/// - Renewal: how long a hold lasts and who extends it (renewal::None,
-///   FixedLease, Watchdog);
-/// - Wait: what to do after a failed try (wait::TryOnce, Spin, Backoff,
-///   PubSub, HandOff).
-/// The defaults make Redisson's RLock: a reentrant hash, a 30 s watchdog
-/// renewed every 10 s, and waiters woken by pub/sub.
+/// Ownership (who holds it, and the Redis side of acquire, release and
+/// extend: ownership::SetNx, Token, ReentrantHash, GetSetExpiry,
+/// NaiveExpiry, Queue, Semaphore, ReadWrite), Renewal (how long a hold
+/// lasts and who extends it: renewal::None, FixedLease, Watchdog) and Wait
+/// (what to do after a failed try: wait::TryOnce, Spin, Backoff, PubSub,
+/// HandOff). The defaults make Redisson's RLock: a reentrant hash, a 30 s
+/// watchdog renewed every 10 s, and waiters woken by pub/sub.
 ///
 /// Interfaces:
 /// - std TimedLockable (`lock`, `try_lock`, `try_lock_for`, `try_lock_until`,
@@ -62,21 +62,22 @@ class RedisBackend;  // declared only: <dlock/dlock.hpp> (or backend/redis.hpp) 
 ///   `Hold` that releases on destruction and reports its lease and its loss;
 /// - async: `async_acquire`, `async_try_acquire_for`, `async_release` with any
 ///   completion token, owned by an explicit owner id (a coroutine may resume
-///   on another thread, so "the calling thread" means nothing there).
+///   on another thread, so "the calling thread" means nothing there);
+/// - with an ownership that shares (ReadWrite), the same three for shared
+///   holds (SharedInterface): std::shared_lock works.
 ///
 /// Blocking calls must not run on a thread that runs the backend's executor
 /// (see RedisBackend::on_io_thread): lock, try_lock and acquire throw
 /// std::logic_error there; unlock and Hold::release send nothing and report
 /// would_deadlock (unlock() through the error handler).
 /// Thread safety: a Lock may be used from many threads at once; it must
-/// outlive its holds and its pending operations.
-///
-/// Each owner's acquire tries and releases take turns (a per-owner gate), so
-/// that its hold count in Redis and here change in the same order even when
-/// one owner id is used from several coroutines or threads at once.
+/// outlive its holds and its pending operations. Each owner's acquire tries
+/// and releases take turns (a per-owner gate), so that its hold count in
+/// Redis and here change in the same order even when one owner id is used
+/// from several coroutines or threads at once.
 template <class BackendT = RedisBackend, class OwnershipT = ownership::ReentrantHash,
           class RenewalT = renewal::Watchdog, class WaitT = wait::PubSub>
-class Lock {
+class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>, detail::shares<OwnershipT>()> {
   // What a quorum backend cannot do: first, since on one the checks of the
   // adapter below would otherwise fail first, for the same reason.
   static_assert(detail::quorum_checks<BackendT, OwnershipT, RenewalT, WaitT>::ok);
@@ -281,29 +282,27 @@ class Lock {
   static std::string owner_key(const std::string& owner_id, bool async) {
     return async ? std::string(async_prefix) + owner_id : owner_id;
   }
-  static std::string owner_id_of(const std::string& key, bool async) {
-    return async ? key.substr(async_prefix.size()) : key;
-  }  ///< The inverse of owner_key(): the owner id an owner key was made from.
+  static std::string owner_id_of(std::string_view key, bool async) {
+    if (key.starts_with(detail::shared_key_prefix)) key.remove_prefix(detail::shared_key_prefix.size());
+    return std::string(async ? key.substr(async_prefix.size()) : key);
+  }  ///< The inverse of owner_key() (and of a shared hold's key): the owner id a key was made from.
 
  private:
   friend class Hold<Lock>;
+  friend class SharedInterface<Lock, true>;
+  // SharedInterface's work: a shared hold's key is detail::shared_key_prefix + the owner's.
+  bool shared_lock_until(detail::steady::time_point deadline, const char* what);
+  void shared_unlock() noexcept;
+  std::error_code shared_unlock_code();
+  std::optional<hold_type> shared_acquire_until(detail::steady::time_point deadline, bool must);
+  int shared_held(const std::string& owner_id, bool async) const;
 
   static constexpr std::string_view async_prefix = "async:";
 
   // The hold's record, with the ownership's own per-hold state if it has one.
   using record_type = detail::record_t<adapted_ownership>;
-  // What an operation ended with: its error and, with server_error, the
-  // server's own words (an ACL refusal, a script's error) for the message.
-  struct acquire_result {
-    error_code ec;
-    std::shared_ptr<detail::hold_record> rec;
-    std::string server_reply;
-  };
-  struct release_result {
-    error_code ec;
-    std::string retry_id;  // when the release may be retried: the id to retry with
-    std::string server_reply;
-  };
+  using acquire_result = detail::acquire_result;
+  using release_result = detail::release_result;
 
   // "acquire 'name'", with the server's words when it gave some.
   std::string describe(std::string_view what, const std::string& server_reply) const {
@@ -358,7 +357,7 @@ class Lock {
   void retire(const std::shared_ptr<record_type>& rec);
 
   asio::awaitable<std::tuple<error_code, hold_type>> acquire_hold(std::string owner_id,
-                                                                  detail::steady::time_point deadline);
+                                                                  detail::steady::time_point deadline, bool shared);
 
   // ---- the one release operation ------------------------------------------
 
@@ -387,9 +386,10 @@ class Lock {
   static void conclude_release(hold_type& hold, const error_code& ec, std::string id);
 
   template <class CompletionToken>
-  auto async_acquire_until_steady(std::string owner_id, detail::steady::time_point deadline, CompletionToken&& token) {
+  auto async_acquire_until_steady(std::string owner_id, detail::steady::time_point deadline, CompletionToken&& token,
+                                  bool shared = false) {
     return detail::spawn<hold_type>(asio::make_strand(backend_.get_executor()),
-                                    acquire_hold(std::move(owner_id), deadline),
+                                    acquire_hold(std::move(owner_id), deadline, shared),
                                     std::forward<CompletionToken>(token));
   }
 
@@ -398,7 +398,7 @@ class Lock {
   // `server_reply`, when given, receives the server's words behind a
   // server_error.
   std::optional<hold_type> acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec,
-                                                 std::string* server_reply = nullptr);
+                                                 std::string* server_reply = nullptr, bool shared = false);
 
   void check_blocking_allowed() const;
 

@@ -93,7 +93,7 @@ struct quorum_checks {
   static_assert(quorum_rules<B, O, R, W>::no_line,
                 "a quorum backend (RedlockBackend) cannot hand the lock over: each node would keep a line of its own and grant its own head, so no majority would agree on the next holder; use ownership::Token or ownership::ReentrantHash with wait::Spin, wait::Backoff or wait::PubSub");
   static_assert(quorum_rules<B, O, R, W>::one_holder,
-                "a quorum backend (RedlockBackend) cannot bound a semaphore: majorities that each hold one of k permits per node can be more than k (3 nodes, 2 permits: holders on nodes {1,2}, {2,3} and {1,3}); use ownership::Token or ownership::ReentrantHash, or a semaphore on one server, Sentinel or a cluster");
+                "a quorum backend (RedlockBackend) cannot bound an ownership that admits several holders (a semaphore, a read-write lock): majorities that each hold one of k permits per node can be more than k (3 nodes, 2 permits: holders on nodes {1,2}, {2,3} and {1,3}), and a writer's majority can overlap readers' majorities; use ownership::Token or ownership::ReentrantHash, or these on one server, Sentinel or a cluster");
   static constexpr bool ok = quorum_rules<B, O, R, W>::ok;
 };
 

@@ -146,6 +146,21 @@ void exercise_rare_paths(Backend& a, Backend& b, const std::function<void()>& fl
   // A semaphore permit without a lease keeps its keys without expiry (PERSIST).
   Lock<Backend, ownership::Semaphore, renewal::None, wait::TryOnce> unleased(a, "app:permits", ownership::Semaphore{2});
   unleased.acquire().release();
+  // A read-write lock: readers together (a release that scans the other
+  // readers' leases: HKEYS), a writer that waits (its intent) and gives up,
+  // a writer's hold and release (HLEN), pub/sub on Redisson's channel.
+  using RW = Lock<Backend, ownership::ReadWrite, renewal::Watchdog, wait::PubSub>;
+  RW reads(a, "app:rw"), writes(b, "app:rw");
+  auto one = reads.acquire_shared();
+  auto two = std::async(std::launch::async, [&] { return reads.acquire_shared(); }).get();
+  CHECK_FALSE(writes.try_lock_for(300ms));
+  two.release();
+  one.release();
+  auto written = writes.acquire();
+  auto reader = std::async(std::launch::async, [&] { return reads.try_acquire_shared_for(5s).has_value(); });
+  std::this_thread::sleep_for(300ms);
+  written.release();
+  CHECK(reader.get());
   ownership::Token fenced;
   fenced.fencing = fencing_tokens{};
   Lock<Backend, ownership::Token, renewal::FixedLease, wait::Spin> token(a, "app:fenced", fenced);

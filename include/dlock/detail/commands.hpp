@@ -160,6 +160,20 @@ inline std::pair<error_code, release_outcome> deleted(const error_code& ec, cons
   return {make_error_code(error::unexpected_reply), release_outcome::lease_lost};
 }
 
+/// What a counting release script answered (ReentrantHash, ReadWrite): 0
+/// still held (one reentrant hold ended), 1 released, 2 the key was gone
+/// (lost), 3 another owner's; any other reply is no verdict.
+inline std::pair<error_code, release_outcome> counted_release(const error_code& ec, const redis::value& v) {
+  if (ec) return {ec, release_outcome::lease_lost};
+  switch (integer_of(v).value_or(-1)) {
+    case 0: return {error_code{}, release_outcome::still_held};
+    case 1: return {error_code{}, release_outcome::released};
+    case 2: return {error_code{}, release_outcome::lease_lost};
+    case 3: return {error_code{}, release_outcome::not_owner};
+    default: return {make_error_code(error::unexpected_reply), release_outcome::lease_lost};
+  }
+}
+
 /// A compare-and-delete release's outcome, read as a retry must: the key
 /// can hold the hold's token only until its release runs, so a retry
 /// (after outcome_unknown) that finds it gone or another's reports

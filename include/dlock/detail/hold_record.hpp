@@ -43,6 +43,13 @@ struct hold_record {
   /// its wins (ReentrantHash) can tell whether a lost reply was a win.
   std::string attempt_id;
   int hold_count = 0;  ///< reentrant depth held by this process (lock's mutex)
+  /// A shared hold (a reader of an ownership that shares, ReadWrite): set
+  /// by the lock when it makes the record, from the owner's key.
+  bool shared = false;
+  /// Whether the acquire waits after this try if it fails (its deadline is
+  /// later than the try): set by the lock before each try. ReadWrite's
+  /// writer leaves its intent only then.
+  bool may_wait = false;
   /// What the replicas acknowledged of the last acquire try's write (see
   /// detail::acknowledged_exec); reset by the lock before each try. A try
   /// that sent no WAIT leaves `wanted` at 0.
@@ -165,6 +172,11 @@ struct hold_record {
   std::vector<std::function<void()>> on_lost_;
   std::stop_source stop_;
 };
+
+/// How the lock keys a shared hold: this, then the owner's key (a thread's
+/// number or "async:" + an owner id), so shared and exclusive holds of one
+/// owner are counted apart and never collide.
+inline constexpr std::string_view shared_key_prefix = "shared:";
 
 /// What marks the words that explain an error as dlock's own rather than
 /// the server's (a quorum naming the nodes that did not answer): see

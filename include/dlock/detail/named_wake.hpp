@@ -48,15 +48,17 @@ enum class wake_kind {
   one_per_client,  ///< "0" (a release that names nobody, Redisson's unlock) or any other message: each client wakes one
   named,           ///< a waiter number: that waiter, wherever it is
   none,            ///< "00": Redisson's waiters' copy of a named wake
+  everyone,        ///< "1" (Redisson's read-write unlock): every waiter of every client (readers may all enter)
 };
 
 /// Reads a release message: a waiter number (decimal, 2 or more, no
-/// leading zero, at most 19 digits), "00", or anything else (an ownership
-/// that publishes its own message wakes one waiter per client, as before
-/// named wake-ups).
+/// leading zero, at most 19 digits), "00", "1", or anything else (an
+/// ownership that publishes its own message wakes one waiter per client,
+/// as before named wake-ups).
 inline wake_kind read_wake(std::string_view message) {
   if (message == "00") return wake_kind::none;
-  if (message.empty() || message.size() > 19 || message.front() == '0' || message == "1")
+  if (message == "1") return wake_kind::everyone;
+  if (message.empty() || message.size() > 19 || message.front() == '0')
     return wake_kind::one_per_client;
   for (char c : message)
     if (c < '0' || c > '9') return wake_kind::one_per_client;

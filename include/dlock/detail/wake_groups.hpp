@@ -38,8 +38,10 @@ using redis::error_code;
 /// whichever backend it is. A release that names nobody publishes "0"
 /// (Redisson's unlock message): it wakes, in each backend, the waiter that
 /// has waited longest among those not woken yet, as Redisson's per-lock
-/// semaphore does. "00" (Redisson's waiters' copy of a named wake) and any
-/// other message wake nobody. A waiter that leaves holding an unnamed wake
+/// semaphore does; so does any other message but these two: "1"
+/// (Redisson's read-write unlock, after which readers may all enter) wakes
+/// every waiter, and "00" (Redisson's waiters' copy of a named wake)
+/// nobody. A waiter that leaves holding an unnamed wake
 /// it did not use (its deadline passed, it was cancelled, or its try won
 /// before it saw the wake) passes it to the next in line; a named one is
 /// passed on by the server (the ownership's forget_waiter). When the
@@ -234,10 +236,11 @@ class wake_groups {
     }
   }
 
-  // A message wakes the waiter it names, or one waiter ("0"), or nobody;
-  // after a reconnect (messages may be lost) everyone checks.
+  // A message wakes the waiter it names, or one waiter ("0"), or every
+  // waiter ("1"), or nobody; after a reconnect (messages may be lost)
+  // everyone checks.
   static void deliver(line& members, std::optional<std::string_view> message) {
-    if (!message) {
+    if (!message || read_wake(*message) == wake_kind::everyone) {
       for (auto& m : members) {
         m.woken = true;
         m.wake();
@@ -257,6 +260,7 @@ class wake_groups {
         }
         return;
       case wake_kind::none:
+      case wake_kind::everyone:  // handled above
         return;
     }
   }

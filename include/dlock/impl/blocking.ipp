@@ -30,9 +30,9 @@ T Lock<BackendT, OwnershipT, RenewalT, WaitT>::run_blocking(asio::awaitable<T> o
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold_blocking(detail::steady::time_point deadline, std::error_code& ec,
-                                                                    std::string* server_reply)
+                                                                    std::string* server_reply, bool shared)
     -> std::optional<hold_type> {
-  auto owner = thread_owner();
+  auto owner = shared ? std::string(detail::shared_key_prefix) + thread_owner() : thread_owner();
   auto r = acquire_blocking(owner, deadline);
   ec = r.ec;
   if (server_reply) *server_reply = std::move(r.server_reply);
@@ -123,6 +123,40 @@ bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::try_lock_until_steady(detail::
   if (r.ec == error::not_acquired) return false;
   if (r.ec) throw std::system_error(r.ec, describe("try_lock", r.server_reply));
   return true;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::shared_lock_until(detail::steady::time_point deadline, const char* what) {
+  auto r = acquire_blocking(std::string(detail::shared_key_prefix) + thread_owner(), deadline);
+  if (r.ec == error::not_acquired && deadline != detail::steady::time_point::max()) return false;
+  if (r.ec) throw std::system_error(r.ec, describe(what, r.server_reply));
+  return true;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+void Lock<BackendT, OwnershipT, RenewalT, WaitT>::shared_unlock() noexcept {
+  try {
+    auto r = release_blocking(std::string(detail::shared_key_prefix) + thread_owner(), nullptr, {}, false);
+    if (r.ec) report(r.ec, "unlock_shared", r.server_reply);
+  } catch (...) {
+    report(make_error_code(error::unexpected_exception), "unlock_shared");
+  }
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+std::error_code Lock<BackendT, OwnershipT, RenewalT, WaitT>::shared_unlock_code() {
+  return release_blocking(std::string(detail::shared_key_prefix) + thread_owner(), nullptr, {}, false).ec;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::shared_acquire_until(detail::steady::time_point deadline, bool must)
+    -> std::optional<hold_type> {
+  std::error_code ec;
+  std::string server_reply;
+  auto h = acquire_hold_blocking(deadline, ec, &server_reply, true);
+  if (ec == error::not_acquired && !must) return std::nullopt;
+  if (ec) throw std::system_error(ec, describe("acquire_shared", server_reply));
+  return h;
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>

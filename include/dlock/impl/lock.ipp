@@ -197,6 +197,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         at = attempt{true, std::nullopt};
       } else {
         co_await steps.before_try(*rec, deadline);
+        rec->may_wait = detail::steady::now() < deadline;
         auto [ec, won] = co_await try_once(*rec);
         if (ec) {
           ended = ec;
@@ -273,6 +274,12 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         server_reply = std::move(settled.server_reply);
       }
     }
+    // What the failed tries left for this waiter (a writer's intent) goes.
+    if constexpr (detail::ownership_withdraw<adapted_ownership, BackendT>) {
+      if (auto ec = co_await ownership_.withdraw(backend_, *fresh))
+        report(ec, "withdrawing what a failed acquire left (it expires on its own)",
+               detail::words_for(ec, fresh->server_reply));
+    }
   }
   co_return acquire_result{ended, nullptr, detail::words_for(ended, std::move(server_reply))};
 }
@@ -320,17 +327,27 @@ asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, Renew
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+int Lock<BackendT, OwnershipT, RenewalT, WaitT>::shared_held(const std::string& owner_id, bool async) const {
+  return held_count(std::string(detail::shared_key_prefix) + owner_key(owner_id, async));
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 void Lock<BackendT, OwnershipT, RenewalT, WaitT>::retire(const std::shared_ptr<record_type>& rec) {
   keeper_.end(rec.get());
   rec->mark_lost();
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
-auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold(std::string owner_id, detail::steady::time_point deadline)
+auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold(std::string owner_id, detail::steady::time_point deadline,
+                                                               bool shared)
     -> asio::awaitable<std::tuple<error_code, hold_type>> {
-  if (owner_id.empty() || owner_id.size() > max_name_length)
+  // With shared holds, an id ending in ":write" would make a reader's field
+  // that reads as the writer field of another owner (ReadWrite's layout).
+  if (owner_id.empty() || owner_id.size() > max_name_length ||
+      (detail::shares<OwnershipT>() && std::string_view(owner_id).ends_with(":write")))
     co_return std::tuple<error_code, hold_type>{error::invalid_argument, hold_type{}};
   auto key = owner_key(owner_id, true);
+  if (shared) key.insert(0, detail::shared_key_prefix);
   auto r = co_await acquire_op(key, deadline);
   if (r.ec) co_return std::tuple<error_code, hold_type>{r.ec, hold_type{}};
   co_return std::tuple<error_code, hold_type>{error_code{}, hold_type(this, std::move(key), true, std::move(r.rec))};
@@ -360,6 +377,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::make_record(const std::string&
   auto rec = std::make_shared<record_type>();
   rec->name = name_;
   rec->owner = ownership_.make_owner(backend_.client_id(), key);
+  rec->shared = std::string_view(key).starts_with(detail::shared_key_prefix);
   rec->lease = renewal_.lease();
   rec->margin = renewal_.margin();
   return rec;

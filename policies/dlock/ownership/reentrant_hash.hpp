@@ -363,14 +363,7 @@ return out
     auto [ec, v] = co_await ext::eval(backend, release_script(ext::sharded_pubsub(backend)), std::move(keys),
                                          std::move(args));
     ext::note(rec, ec, v);
-    if (ec) co_return std::pair{ec, release_outcome::lease_lost};
-    switch (ext::integer_of(v).value_or(-1)) {
-      case 0: co_return std::pair{error_code{}, release_outcome::still_held};
-      case 1: co_return std::pair{error_code{}, release_outcome::released};
-      case 2: co_return std::pair{error_code{}, release_outcome::lease_lost};
-      case 3: co_return std::pair{error_code{}, release_outcome::not_owner};
-      default: co_return std::pair{error_code(error::unexpected_reply), release_outcome::lease_lost};
-    }
+    co_return ext::counted_release(ec, v);
   }
 
   /// The waiter of `rec` gives up (wait::PubSub): forget_script() with its

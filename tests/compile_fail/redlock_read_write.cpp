@@ -1,0 +1,4 @@
+// expect: cannot bound an ownership that admits several holders
+#include <dlock/dlock.hpp>
+#include <dlock/backend/redlock.hpp>
+template class dlock::Lock<dlock::RedlockBackend, dlock::ownership::ReadWrite, dlock::renewal::Watchdog, dlock::wait::PubSub>;
