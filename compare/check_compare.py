@@ -10,6 +10,7 @@ files: well-formed, with their axis labels.
 
 usage: check_compare.py DLOCK_COMPARE OUT_DIR PLOT_SCRIPT
 """
+import check_phases
 import json
 import os
 import subprocess
@@ -318,20 +319,6 @@ def check_redlock(exe, out):
         fail("the table has no Redlock figures")
 
 
-def check_permits(data, stdout):
-    """The permits phase: one permit and four, each run with acquisitions,
-    never more holders at once than permits, and the server's commands."""
-    p = data["permits"]
-    if not p or [s["permits"] for s in p["sides"]] != [1, 4] or p["workers"] != 8:
-        fail(f"permits phase: {p}")
-    for s in p["sides"]:
-        if s["errors"] or not (s["acquisitions"] > 0 and 1 <= s["most_at_once"] <= s["permits"]
-                               and s["commands_per_acquisition"] > 0):
-            fail(f"permits phase, {s['permits']} permits: {s}")
-    if not p["rate_pairs"] or "permits: 8 workers on one semaphore" not in stdout:
-        fail(f"permits phase: no ratio, or no table: {p}")
-
-
 def check_renewals(data, stdout):
     """The renewal phase: the default lock held 2,000 times, renewed in
     batches and one call per lock in alternating windows; counts, not
@@ -414,7 +401,8 @@ def main():
     check_reference(data, r.stdout)
     check_faults(data)
     check_renewals(data, r.stdout)
-    check_permits(data, r.stdout)
+    check_phases.check_permits(data, r.stdout, fail)
+    check_phases.check_readers(data, r.stdout, fail)
     check_plots(plot, out)
     check_shared_server(exe, out + "-shared")
     check_backends(exe, out + "-backends")

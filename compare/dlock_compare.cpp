@@ -28,6 +28,7 @@
 #include "backends.hpp"
 #include "cluster.hpp"
 #include "permits.hpp"
+#include "readers.hpp"
 #include "redlock_phase.hpp"
 #include "contention.hpp"
 #include "faults.hpp"
@@ -339,6 +340,12 @@ int run(const options& o) {
     std::fprintf(stderr, "permits: 8 workers on a semaphore of 1 permit and of 4\n");
     permits = run_permits(redis, url, prefix, 8, 4, n.contention, o.how == depth::quick ? 1 : 2);
   }
+  // What a read-write lock's sharing buys, and a writer behind readers.
+  std::optional<readers_result> readers;
+  if (matches(o.filter, "rw/watchdog/spin")) {
+    std::fprintf(stderr, "readers: 4 workers sharing a read-write lock and 4 on a token lock; a writer behind readers\n");
+    readers = run_readers(redis, url, prefix, 4, n.contention, o.how == depth::quick ? 1 : 2);
+  }
   auto deleted = delete_keys(redis, prefix);
   if (!private_server) std::fprintf(stderr, "deleted the run's %zu keys (%s*)\n", deleted, prefix.c_str());
   auto backends = run_backends(o, n);
@@ -346,9 +353,10 @@ int run(const options& o) {
   std::printf("%s", table(env, rows, ref, faults).c_str());
   if (renewals) std::printf("%s", renewals_table(*renewals).c_str());
   if (permits) std::printf("%s", permits_table(*permits).c_str());
+  if (readers) std::printf("%s", readers_table(*readers).c_str());
   std::printf("%s", backends_table(backends).c_str());
   write_json(o.out_dir, json(env, rows, ref, faults, backends, renewals ? renewals_json(*renewals) : "null",
-                             permits ? permits_json(*permits) : "null"));
+                             permits ? permits_json(*permits) : "null", readers ? readers_json(*readers) : "null"));
   return 0;
 }
 

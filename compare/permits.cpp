@@ -1,17 +1,12 @@
 #include "permits.hpp"
 
-#include <algorithm>
-#include <atomic>
-#include <latch>
 #include <memory>
-#include <thread>
 
 #include <dlock/dlock.hpp>
-#include <support/hold_history.hpp>
 
-#include "contention.hpp"
 #include "report.hpp"
 #include "report_format.hpp"
+#include "workers.hpp"
 
 namespace dlock::compare {
 
@@ -19,67 +14,18 @@ namespace {
 
 using Permits = Lock<RedisBackend, ownership::Semaphore, renewal::Watchdog, wait::Spin>;
 
-std::int64_t commands(RedisBackend& info) {
-  return total_calls(info.command(redis::request().push("INFO", "commandstats")).str);
-}
-
 // One run: `workers` threads on Semaphore{permits} named `name`.
 permits_side run_side(RedisBackend& info, const std::string& url, const std::string& name, int workers,
                       std::int64_t permits, std::chrono::milliseconds work, std::chrono::milliseconds duration) {
-  permits_side side;
-  side.permits = permits;
-  std::atomic<int> inside{0}, most{0};
-  std::atomic<std::size_t> done{0}, errors{0};
-  std::latch ready(workers), go(1);
-  std::atomic<std::int64_t> end{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < workers; ++t) {
-    pool.emplace_back([&] {
-      std::unique_ptr<RedisBackend> backend;
-      std::unique_ptr<Permits> lock;
-      try {
-        backend = std::make_unique<RedisBackend>(url);
-        lock = std::make_unique<Permits>(*backend, name, ownership::Semaphore{permits}, renewal::Watchdog{},
+  auto run = run_workers(
+      info, url, workers, work, duration,
+      [&](RedisBackend& backend) {
+        return std::make_unique<Permits>(backend, name, ownership::Semaphore{permits}, renewal::Watchdog{},
                                          wait::Spin{std::chrono::milliseconds(1)});
-      } catch (const std::exception&) {
-        ++errors;
-      }
-      ready.count_down();
-      go.wait();
-      if (!lock) return;
-      while (test::monotonic_ns() < end.load()) {
-        try {
-          auto left = std::chrono::nanoseconds(end.load() - test::monotonic_ns());
-          auto hold = lock->try_acquire_for(std::chrono::duration_cast<std::chrono::milliseconds>(left));
-          if (!hold) break;
-          const int now = ++inside;
-          for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
-          }
-          std::this_thread::sleep_for(work);
-          --inside;
-          hold->release();
-          ++done;
-        } catch (const std::exception&) {
-          ++errors;
-        }
-      }
-    });
-  }
-  ready.wait();
-  const auto before = commands(info);
-  const auto t0 = test::monotonic_ns();
-  end = t0 + std::chrono::nanoseconds(duration).count();
-  go.count_down();
-  for (auto& t : pool) t.join();
-  const double seconds = static_cast<double>(test::monotonic_ns() - t0) / 1e9;
-  const auto after = commands(info);
-  side.acquisitions = done.load();
-  side.per_s = static_cast<double>(side.acquisitions) / seconds;
-  side.most_at_once = most.load();
-  side.errors = errors.load();
-  // Less the INFO that read `before`.
-  if (side.acquisitions)
-    side.commands_per_acquisition = static_cast<double>(after - before - 1) / static_cast<double>(side.acquisitions);
+      },
+      [](Permits& lock, std::chrono::milliseconds left) { return lock.try_acquire_for(left); });
+  permits_side side{run};
+  side.permits = permits;
   return side;
 }
 

@@ -13,16 +13,13 @@
 
 #include <dlock/backend/redis.hpp>
 
+#include "workers.hpp"
+
 namespace dlock::compare {
 
 /// One semaphore size over its runs (the last run's figures, the rates of all).
-struct permits_side {
+struct permits_side : worker_run {
   std::int64_t permits = 0;
-  std::size_t acquisitions = 0;
-  double per_s = 0;                    ///< acquisitions per second
-  int most_at_once = 0;                ///< the most holders at one moment (this process's count)
-  double commands_per_acquisition = 0; ///< INFO commandstats over the run, per acquisition (failed tries included)
-  std::size_t errors = 0;
 };
 
 struct permits_result {

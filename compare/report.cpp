@@ -175,7 +175,7 @@ std::string table(const environment& env, const std::vector<combination_result>&
 
 std::string json(const environment& env, const std::vector<combination_result>& rows, const reference_result& ref,
                  const std::vector<fault_result>& faults, const backends_result& backends,
-                 const std::string& renewals, const std::string& permits) {
+                 const std::string& renewals, const std::string& permits, const std::string& readers) {
   const double ping = env.ping.p50_us;
   auto row_json = [&](const combination_result& r) {
     std::string out = "{\"name\": " + quoted(r.name) + ", \"backend\": \"single\", \"ownership\": " + quoted(r.ownership) +
@@ -222,6 +222,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
   }
   out += "\n  ],\n  \"renewals\": " + renewals;
   out += ",\n  \"permits\": " + permits;
+  out += ",\n  \"readers\": " + readers;
   out += ",\n  \"backends\": {\"names\": [";
   for (std::size_t i = 0; i < backends.names.size(); ++i) out += (i ? ", " : "") + quoted(backends.names[i]);
   out += "], \"deployment\": " + quoted(backends.deployment) + ",\n    \"rows\": [";

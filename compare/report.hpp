@@ -324,10 +324,11 @@ std::string tls_json(const tls_result& t);
 /// "reference", "faults", "renewals" and "backends"; each combination
 /// names its backend, "single"). `renewals` is the renewal phase's object
 /// (renewals_json), or "null" when it did not run; `permits` the permits
-/// phase's (permits_json), or "null".
+/// phase's (permits_json), `readers` the readers phase's (readers_json),
+/// or "null".
 std::string json(const environment& env, const std::vector<combination_result>& rows,
                  const reference_result& ref, const std::vector<fault_result>& faults,
                  const backends_result& backends, const std::string& renewals = "null",
-                 const std::string& permits = "null");
+                 const std::string& permits = "null", const std::string& readers = "null");
 
 }  // namespace dlock::compare

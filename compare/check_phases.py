@@ -1,0 +1,40 @@
+"""dlock-compare's phases that measure one ownership each (permits,
+readers), checked for check_compare.py: each takes the run's JSON, its
+stdout, and check_compare's fail()."""
+
+
+def check_permits(data, stdout, fail):
+    """The permits phase: one permit and four, each run with acquisitions,
+    never more holders at once than permits, and the server's commands."""
+    p = data["permits"]
+    if not p or [s["permits"] for s in p["sides"]] != [1, 4] or p["workers"] != 8:
+        fail(f"permits phase: {p}")
+    for s in p["sides"]:
+        if s["errors"] or not (s["acquisitions"] > 0 and 1 <= s["most_at_once"] <= s["permits"]
+                               and s["commands_per_acquisition"] > 0):
+            fail(f"permits phase, {s['permits']} permits: {s}")
+    if not p["rate_pairs"] or "permits: 8 workers on one semaphore" not in stdout:
+        fail(f"permits phase: no ratio, or no table: {p}")
+
+
+def check_readers(data, stdout, fail):
+    """The readers phase: readers shared the read-write lock (more than one
+    at once), the token lock had one holder at a time, both with commands
+    counted; a writer behind a stream of readers got in with its intent
+    every time, and waited longer without it (the stream is meant to leave
+    no gap, but a loaded machine may open one)."""
+    p = data["readers"]
+    if not p or p["workers"] != 4:
+        fail(f"readers phase: {p}")
+    sh, ex = p["shared"], p["exclusive"]
+    for s in (sh, ex):
+        if s["errors"] or not (s["acquisitions"] > 0 and s["commands_per_acquisition"] > 0):
+            fail(f"readers phase: {s}")
+    if not (sh["most_at_once"] > 1 and ex["most_at_once"] == 1):
+        fail(f"readers phase: readers did not share, or the token lock had two holders: {p}")
+    w = p["writer"]
+    if (not w["with_intent_ms"] or w["gave_up_with"] != 0
+            or max(w["without_intent_ms"]) < max(w["with_intent_ms"])):
+        fail(f"readers phase, the writer behind readers: {w}")
+    if not p["rate_pairs"] or "readers: 4 workers" not in stdout:
+        fail(f"readers phase: no ratio, or no table: {p}")
