@@ -444,13 +444,18 @@ void redis_server::resume() {
 }
 
 std::string redis_server::command(const std::vector<std::string>& args) const {
+  auto argv = cli();
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_capture(argv);
+}
+
+std::vector<std::string> redis_server::cli() const {
   std::vector<std::string> argv = {"redis-cli", "-h", "127.0.0.1", "-p", std::to_string(port_)};
   if (!opts_.password.empty()) argv.insert(argv.end(), {"-a", opts_.password, "--no-auth-warning"});
   if (opts_.tls)
     argv.insert(argv.end(), {"--tls", "--cacert", opts_.tls->ca(), "--cert", opts_.tls->client().cert, "--key",
                              opts_.tls->client().key});
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_capture(argv);
+  return argv;
 }
 
 std::string redis_server::log_tail(std::size_t lines) const {
@@ -474,14 +479,25 @@ void redis_server::wait_until_synced(std::chrono::milliseconds limit) const {
 void redis_server::wait_until_listed(int replicas, std::chrono::milliseconds limit) const {
   // ROLE of a master, one value a line: "master", its offset, then ip,
   // port and offset of each replica.
+  // Then a write and a WAIT on one connection (redis-cli reading both from
+  // its input): the replicas acknowledge writes within 100 ms. Right after
+  // a sync a listed replica may not be sent the stream until its first
+  // acknowledgement, up to a second later.
+  std::string shell = "printf 'SET dlock-harness:ready 1\\nWAIT " + std::to_string(replicas) +
+                      " 100\\nDEL dlock-harness:ready\\n' |";
+  for (const auto& a : cli()) shell += " '" + a + "'";
   auto deadline = std::chrono::steady_clock::now() + limit;
+  bool listed = false;
   while (std::chrono::steady_clock::now() < deadline) {
-    auto role = command({"ROLE"});
-    auto lines = std::count(role.begin(), role.end(), '\n') + 1;
-    if (role.rfind("master", 0) == 0 && lines == 2 + 3 * replicas) return;
+    if (!listed) {
+      auto role = command({"ROLE"});
+      auto lines = std::count(role.begin(), role.end(), '\n') + 1;
+      listed = role.rfind("master", 0) == 0 && lines == 2 + 3 * replicas;
+    }
+    if (listed && run_capture({"sh", "-c", shell}) == "OK\n" + std::to_string(replicas) + "\n1") return;
     std::this_thread::sleep_for(20ms);
   }
-  throw std::runtime_error("the master did not list " + std::to_string(replicas) + " replicas");
+  throw std::runtime_error("the master did not list " + std::to_string(replicas) + " replicas acknowledging writes");
 }
 
 sentinel_group::sentinel_group(std::string master_name, std::uint16_t master_port, int count, int quorum,

@@ -118,13 +118,16 @@ class redis_server {
   /// An error reply is output too, not a failure (redis-cli prints it and
   /// exits 0): "MOVED 12182 127.0.0.1:<port>", "ERR unknown command ...".
   std::string command(const std::vector<std::string>& args) const;
+  /// redis-cli's arguments to reach this server (TLS and password included).
+  std::vector<std::string> cli() const;
   /// The last lines of the server's log, for failure messages.
   std::string log_tail(std::size_t lines = 20) const;
   /// Polls until `INFO replication` says master_link_status:up (replicas).
   void wait_until_synced(std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
-  /// Polls until this master's ROLE lists `replicas` replicas: a replica
-  /// whose link is up is listed only once it has acknowledged (up to a
-  /// second later), and a WAIT for every replica counts the listed ones.
+  /// Polls until this master's ROLE lists `replicas` replicas and they
+  /// acknowledge a write within 100 ms (a WAIT for every replica counts the
+  /// listed ones, and a replica just synced may not be sent the stream
+  /// until its first acknowledgement, up to a second after its link is up).
   void wait_until_listed(int replicas, std::chrono::milliseconds limit = std::chrono::seconds(10)) const;
 
  private:

@@ -99,7 +99,7 @@ TEST_CASE("a replica syncs from its master", "[harness][replica]") {
   redis_server replica(o);
   replica.wait_until_synced();
   master.wait_until_listed(1);
-  CHECK_THROWS_WITH(master.wait_until_listed(2, 100ms), "the master did not list 2 replicas");
+  CHECK_THROWS_WITH(master.wait_until_listed(2, 100ms), "the master did not list 2 replicas acknowledging writes");
   // Without this, a second replica can wait out two 5 s sync delays.
   CHECK(master.command({"CONFIG", "GET", "repl-diskless-sync-delay"}) == "repl-diskless-sync-delay\n0");
   master.command({"SET", "k", "v"});
