@@ -71,9 +71,10 @@ namespace dlock {
 //   (ReadWrite): Lock gains SharedInterface, and a shared hold's record
 //   has `shared` set;
 // - `withdraw(backend, record&)` -> awaitable<error_code>: called when an
-//   acquire ends without the lock, to undo what its failed tries left in
-//   Redis for the waiter (a writer's intent); its error goes to the lock's
-//   error handler.
+//   acquire that made tries ends without the lock, with the record of its
+//   last try (a fresh hold's, or a held one's for a re-entry), to undo what
+//   its failed tries left in Redis for the waiter (a writer's intent); its
+//   error goes to the lock's error handler.
 // As with a waiter's hooks, a member of one of these names that does not
 // match does not compile, and neither does a `leave`, `refresh_call` or
 // `read_refresh` on an ownership that does not say `queues`.

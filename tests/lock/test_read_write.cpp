@@ -298,3 +298,53 @@ TEST_CASE("ReadWrite: a lost acquire reply is resolved from the win's marker, sh
     CHECK(redis.server.command({"EXISTS", "limbo"}) == "0");
   }
 }
+
+TEST_CASE("ReadWrite: a re-entered read keeps the lock for the newest lease, not the first", "[read_write]") {
+  dlock::test::redis_server server;
+  dlock::RedisBackend backend(server.url());
+  const auto lease = scaled(800ms);
+  Spin lock(backend, "renewed", {}, r::FixedLease(lease), w::Spin{5ms});
+  lock.lock_shared();
+  std::this_thread::sleep_for(lease / 2);
+  lock.lock_shared();  // the hold is now trusted until half a lease later
+  std::this_thread::sleep_for(lease * 3 / 4);  // past the first acquisition's lease
+  std::error_code ec;
+  lock.unlock_shared(ec);
+  CHECK_FALSE(ec);
+  CHECK(server.command({"HGET", "renewed", "mode"}) == "read");  // still held: the newest lease has not ended
+  CHECK_FALSE(on_other_thread([&] { return lock.try_lock(); }));
+  lock.unlock_shared(ec);
+  CHECK_FALSE(ec);
+  CHECK(server.command({"EXISTS", "renewed"}) == "0");
+}
+
+TEST_CASE("ReadWrite: a lapsed reader's field passes neither for a re-entry nor for an upgrade", "[read_write]") {
+  dlock::test::redis_server server;
+  dlock::RedisBackend backend(server.url());
+  Spin first(backend, "lapsed", {}, r::FixedLease(scaled(10s)), w::Spin{5ms});
+  Spin second(backend, "lapsed", {}, r::FixedLease(scaled(10s)), w::Spin{5ms});  // same thread: same field
+  first.set_error_handler([](std::error_code, const std::string&) {});          // its release finds the hold gone
+  const auto field = backend.client_id() + ":" + Spin::thread_owner();
+  first.lock_shared();
+  std::promise<void> release_other;
+  auto other = std::async(std::launch::async, [&, f = release_other.get_future()]() mutable {
+    first.lock_shared();  // another reader keeps the lock alive
+    f.wait();
+    first.unlock_shared();
+  });
+  REQUIRE(dlock::test::wait_until([&] { return server.command({"HLEN", "lapsed"}) == "3"; }));
+  // This thread's read lapses (its lease key goes, as after a pause past
+  // the lease), and a writer waits.
+  server.command({"DEL", "{lapsed}:" + field + ":rwlock_timeout:1"});
+  auto writer = std::async(std::launch::async, [&] {
+    if (!second.try_lock_for(scaled(10s))) return false;
+    second.unlock();  // by the thread that holds it
+    return true;
+  });
+  REQUIRE(dlock::test::wait_until([&] { return server.command({"EXISTS", o::ReadWrite::intent_key("lapsed")}) == "1"; }));
+  CHECK_FALSE(second.try_lock_shared_for(scaled(200ms)));  // a new reader: kept out
+  CHECK(server.command({"HEXISTS", "lapsed", field}) == "0");  // the lapsed field was dropped
+  release_other.set_value();
+  other.get();
+  CHECK(writer.get());  // the writer got in once the live reader left
+}

@@ -146,6 +146,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   entry_use entry(this, key, true);
   detail::wait_steps<WaitT, BackendT, adapted_ownership> steps(wait_, backend_, ownership_, name_);
   std::shared_ptr<record_type> fresh;  // ours if we win a free lock
+  std::shared_ptr<record_type> tried;  // the record of the last try (fresh, or a held one's)
   bool prepared = false;
 
   // The lock is ours: count the hold, start its renewal.
@@ -198,6 +199,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       } else {
         co_await steps.before_try(*rec, deadline);
         rec->may_wait = detail::steady::now() < deadline;
+        tried = rec;
         auto [ec, won] = co_await try_once(*rec);
         if (ec) {
           ended = ec;
@@ -274,11 +276,16 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         server_reply = std::move(settled.server_reply);
       }
     }
-    // What the failed tries left for this waiter (a writer's intent) goes.
-    if constexpr (detail::ownership_withdraw<adapted_ownership, BackendT>) {
-      if (auto ec = co_await ownership_.withdraw(backend_, *fresh))
+  }
+  // What the failed tries left for this waiter (a writer's intent) goes,
+  // whether they were a fresh hold's or a re-entry's.
+  if constexpr (detail::ownership_withdraw<adapted_ownership, BackendT>) {
+    if (tried) {
+      co_await entry->gate.enter();
+      detail::gate_pass pass(entry->gate);
+      if (auto ec = co_await ownership_.withdraw(backend_, *tried))
         report(ec, "withdrawing what a failed acquire left (it expires on its own)",
-               detail::words_for(ec, fresh->server_reply));
+               detail::words_for(ec, tried->server_reply));
     }
   }
   co_return acquire_result{ended, nullptr, detail::words_for(ended, std::move(server_reply))};
