@@ -68,7 +68,7 @@ def check_faults(data):
                 fail(f"{pair}: a killed holder's lock was freed after {freed} ms, bound {bound} ms")
         late = f["late_release_deleted_other"]
         if f["renewal"] == "fixed":
-            if f["ownership"] in ("token", "hash", "getset", "queue", "semaphore") and late is not False:
+            if f["ownership"] in ("token", "hash", "getset", "queue", "semaphore", "rw") and late is not False:
                 fail(f"{pair}: a late release deleted the next owner's key ({late})")
             if f["ownership"] in ("setnx", "naive") and late is not True:
                 fail(f"{pair}: a late release by an unchecked DEL should delete the next owner's key ({late})")
@@ -203,7 +203,7 @@ def check_backends(exe, out):
     if b["names"] != ["sentinel"] or not b["deployment"]:
         fail(f"backends names/deployment: {b['names']} {b['deployment']!r}")
     names = sorted(row["name"] for row in b["rows"])
-    if names != ["hash/watchdog/spin", "semaphore/watchdog/spin", "token/watchdog/spin"]:
+    if names != ["hash/watchdog/spin", "rw/watchdog/spin", "semaphore/watchdog/spin", "token/watchdog/spin"]:
         fail(f"backend rows {names}")
     for row in b["rows"]:
         for side in ("single", "sentinel", "sentinel_acknowledged"):
@@ -395,7 +395,7 @@ def main():
                     and abs(sum(by_name.values()) - 2 - x["commands_per_acquisition"]) < 0.05):
                 fail(f"{c['name']}: commands by name do not add up with {x['workers']} workers: {x}")
             # Owner-checked designs must exclude: no overlapping holds, no lost update.
-            if c["ownership"] in ("token", "hash", "queue", "semaphore") and (x["overlaps"] or x["lost_updates"]):
+            if c["ownership"] in ("token", "hash", "queue", "semaphore", "rw") and (x["overlaps"] or x["lost_updates"]):
                 fail(f"{c['name']}: {x['overlaps']} overlaps, {x['lost_updates']} lost updates with {x['workers']} workers")
 
     check_reference(data, r.stdout)

@@ -38,6 +38,7 @@ std::string reproduces(std::string_view ownership, std::string_view renewal) {
   if (ownership == "getset") return "A3";
   if (ownership == "naive") return "A3n";
   if (ownership == "queue") return renewal == "watchdog" ? "FIFO+watchdog" : "FIFO";
+  if (ownership == "rw") return renewal == "watchdog" ? "RW+watchdog" : "RW";
   if (ownership == "semaphore") return renewal == "none" ? "S without a lease" : renewal == "fixed" ? "S" : "S+watchdog";
   return "custom";
 }

@@ -29,7 +29,7 @@ namespace hana = boost::hana;
 /// One list per axis; adding a policy here adds every valid lock with it.
 inline constexpr auto ownerships = hana::tuple_t<ownership::SetNx, ownership::Token, ownership::ReentrantHash,
                                                  ownership::GetSetExpiry, ownership::NaiveExpiry, ownership::Queue,
-                                                 ownership::Semaphore>;
+                                                 ownership::Semaphore, ownership::ReadWrite>;
 inline constexpr auto renewals = hana::tuple_t<renewal::None, renewal::FixedLease, renewal::Watchdog>;
 inline constexpr auto waits = hana::tuple_t<wait::TryOnce, wait::Spin, wait::Backoff, wait::PubSub, wait::HandOff>;
 

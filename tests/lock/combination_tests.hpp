@@ -227,7 +227,7 @@ void ownership_rules_test() {
     lock->lock();
     lock->lock();
     CHECK(lock->held_by_this_thread() == 3);
-    auto field = redis.backend.client_id() + ":" + L::thread_owner();
+    auto field = lock->ownership().make_owner(redis.backend.client_id(), L::thread_owner());
     CHECK(redis.command(lock->name(), {"HGET", lock->name(), field}) == "3");
     lock->unlock();
     CHECK(redis.command(lock->name(), {"HGET", lock->name(), field}) == "2");

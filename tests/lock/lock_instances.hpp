@@ -40,16 +40,22 @@
   X(Semaphore, FixedLease, TryOnce) X(Semaphore, FixedLease, Spin) X(Semaphore, FixedLease, Backoff)            \
   X(Semaphore, FixedLease, PubSub) X(Semaphore, Watchdog, TryOnce) X(Semaphore, Watchdog, Spin)                 \
   X(Semaphore, Watchdog, Backoff) X(Semaphore, Watchdog, PubSub)
+// ReadWrite's (taken exclusively by the generic suite).
+#define DLOCK_TEST_RW_LOCKS(X)                                                                                \
+  X(ReadWrite, FixedLease, TryOnce) X(ReadWrite, FixedLease, Spin) X(ReadWrite, FixedLease, Backoff)            \
+  X(ReadWrite, FixedLease, PubSub) X(ReadWrite, Watchdog, TryOnce) X(ReadWrite, Watchdog, Spin)                 \
+  X(ReadWrite, Watchdog, Backoff) X(ReadWrite, Watchdog, PubSub)
 
-// All 43, Lock<> (hash/watchdog/pubsub) among them, in list order.
+// All 51, Lock<> (hash/watchdog/pubsub) among them, in list order.
 #define DLOCK_TEST_ALL_LOCKS(X)                                                                           \
   DLOCK_TEST_SETNX_LOCKS(X) DLOCK_TEST_TOKEN_LOCKS(X) DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) \
-  DLOCK_TEST_OTHER_LOCKS(X) DLOCK_TEST_SEMAPHORE_LOCKS(X)
+  DLOCK_TEST_OTHER_LOCKS(X) DLOCK_TEST_SEMAPHORE_LOCKS(X) DLOCK_TEST_RW_LOCKS(X)
 // The first half and the rest, so that a backend's locks compile in two
 // files at once.
 #define DLOCK_TEST_FIRST_LOCKS(X) DLOCK_TEST_SETNX_LOCKS(X) DLOCK_TEST_TOKEN_LOCKS(X)
 #define DLOCK_TEST_LAST_LOCKS(X) \
-  DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) DLOCK_TEST_OTHER_LOCKS(X) DLOCK_TEST_SEMAPHORE_LOCKS(X)
+  DLOCK_TEST_HASH_LOCKS(X) X(ReentrantHash, Watchdog, PubSub) DLOCK_TEST_OTHER_LOCKS(X) DLOCK_TEST_SEMAPHORE_LOCKS(X) \
+      DLOCK_TEST_RW_LOCKS(X)
 
 #define DLOCK_TEST_LOCK_ON(B, O, R, W) dlock::Lock<B, dlock::ownership::O, dlock::renewal::R, dlock::wait::W>
 #define DLOCK_TEST_LOCK_TYPE(O, R, W) DLOCK_TEST_LOCK_ON(dlock::RedisBackend, O, R, W)
@@ -60,3 +66,4 @@ DLOCK_TEST_TOKEN_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_HASH_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_OTHER_LOCKS(DLOCK_TEST_EXTERN_LOCK)
 DLOCK_TEST_SEMAPHORE_LOCKS(DLOCK_TEST_EXTERN_LOCK)
+DLOCK_TEST_RW_LOCKS(DLOCK_TEST_EXTERN_LOCK)

@@ -11,6 +11,7 @@ DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::GetSetExp
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::NaiveExpiry, "sharded")
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::Queue, "sharded")
 DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::Semaphore, "sharded")
+DLOCK_COMBINATION_TESTS_ON(dlock::test::two_servers, dlock::ownership::ReadWrite, "sharded")
 
 namespace {
 
