@@ -15,6 +15,7 @@
 
 #include <dlock/dlock.hpp>
 #include <support/child_process.hpp>
+#include <support/hold_history.hpp>
 #include <support/polling.hpp>
 #include <support/server_fixture.hpp>
 
@@ -141,5 +142,19 @@ class worker : public child_process {
   /// Runs `program` (a path) with `args`.
   worker(std::string program, const std::vector<std::string>& args) : child_process(std::move(program), args) {}
 };
+
+/// What a crowd of lock_worker processes did: the holds they printed, and
+/// how many of them did not end well (no "done", a non-zero exit, or more
+/// than the time limit), with the output of those.
+struct crowd_result {
+  hold_history history;
+  int failed = 0;
+  std::string failures;
+};
+
+/// Runs one lock_worker per argument list, all at once, and collects the
+/// "hold" lines (support/hold_history.hpp) each prints before "done"; each
+/// process is given `limit`.
+crowd_result run_crowd(const std::vector<std::vector<std::string>>& runs, std::chrono::milliseconds limit);
 
 }  // namespace dlock::test

@@ -18,6 +18,12 @@ namespace dlock::test::worker_process {
 /// Prints the usage line; returns 2.
 int worker_usage();
 
+/// What lock_kinds returns for a mode (or argument count) not its own.
+inline constexpr int not_this_mode = -1;
+/// The modes of the kinds of lock beyond the exclusive one (semaphore-*,
+/// rw-*, scoped-many: lock_worker_kinds.cpp); their exit status.
+int lock_kinds(int argc, char** argv);
+
 // Each runs the mode of argv (lock_worker's own) with the combination named
 // argv[3], on the servers that `spec` (argv[2], without its prefix) names.
 int on_redis(const std::string& spec, char** argv);

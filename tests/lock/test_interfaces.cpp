@@ -291,3 +291,22 @@ TEST_CASE("std::scoped_lock over dlock locks of any ownerships: two clients in o
   CHECK(overlaps == 0);
   CHECK(redis.server.command({"EXISTS", "many:a", "many:b", "many:c"}) == "0");
 }
+
+TEST_CASE("std::scoped_lock over four ownerships: two processes in opposite orders never deadlock or overlap",
+          "[interfaces][history]") {
+  // Two lock_worker processes of 2 threads each take a token lock, a
+  // reentrant hash, a one-permit semaphore and a read-write lock's write
+  // side with one std::scoped_lock, one process in each order. Every hold
+  // of the four is one span of the hold-history checker.
+  private_redis redis;
+  auto run = [&](const char* order) {
+    return std::vector<std::string>{"scoped-many", redis.server.url(), "many", order, "2", "20"};
+  };
+  // A deadlock would hold both for ever: each process is given a minute.
+  auto crowd = dlock::test::run_crowd({run("forward"), run("reverse")}, scaled(60s));
+  INFO(crowd.failures);
+  REQUIRE(crowd.failed == 0);
+  CHECK(crowd.history.size() == 2 * 2 * 20);
+  CHECK(crowd.history.overlaps().empty());
+  CHECK(redis.server.command({"EXISTS", "many:a", "many:b", "many:c", "many:d"}) == "0");
+}

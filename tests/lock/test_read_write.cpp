@@ -6,6 +6,7 @@
 // the watchdog, pub/sub wake-ups of every reader, and the async interface.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -82,6 +83,56 @@ TEST_CASE("ReadWrite: readers hold together, a writer alone, over 8 threads", "[
   CHECK(bad == 0);
   CHECK(most_readers > 1);  // readers did share
   CHECK(server.command({"EXISTS", "rw", o::ReadWrite::intent_key("rw")}) == "0");
+}
+
+TEST_CASE("ReadWrite: 2 processes of 4 threads mixing readers and writers: writers overlap nothing, readers share",
+          "[read_write][history]") {
+  // Each process has one backend and one lock (watchdog, pub/sub); each
+  // thread writes every fourth round and reads the others. The hold-history
+  // checker takes every hold's span on CLOCK_MONOTONIC, from both
+  // processes: no write may overlap any hold, reads may overlap reads.
+  dlock::test::redis_server server;
+  const std::vector<std::string> args{"rw-crowd", server.url(), "mix", "4", "24"};
+  auto crowd = dlock::test::run_crowd({args, args}, scaled(90s));
+  INFO(crowd.failures);
+  REQUIRE(crowd.failed == 0);
+  auto spans = crowd.history.spans();
+  CHECK(spans.size() == 2 * 4 * 24);
+  CHECK(std::count_if(spans.begin(), spans.end(), [](auto& s) { return !s.shared; }) == 2 * 4 * 6);
+  auto overlaps = crowd.history.overlaps();
+  for (auto& o : overlaps) UNSCOPED_INFO(o.earlier.format() << " and " << o.later.format());
+  CHECK(overlaps.empty());
+  CHECK(crowd.history.most_at_once("mix") >= 2);  // readers did share
+  CHECK(server.command({"EXISTS", "mix", o::ReadWrite::intent_key("mix")}) == "0");
+}
+
+TEST_CASE("ReadWrite: a killed reader's hold ends with its lease, never sooner, while another reads on",
+          "[read_write]") {
+  dlock::test::redis_server server;
+  const auto lease = scaled(1500ms);
+  dlock::test::worker reader({"rw-hold", server.url(), "crash", std::to_string(lease.count())});
+  REQUIRE(reader.read_line() == "acquired");
+  const auto acquired = std::chrono::steady_clock::now();
+  reader.kill();  // a crash: nothing is given back
+  dlock::RedisBackend backend(server.url());
+  Spin writer(backend, "crash", {}, r::FixedLease(scaled(10s)), w::Spin{5ms});
+  // Well inside the dead reader's lease, a writer is kept out.
+  bool early = false;
+  while (!early && std::chrono::steady_clock::now() < acquired + lease / 3) early = writer.try_lock();
+  CHECK_FALSE(early);
+  // A live reader joins and reads on past the dead one's lease: the hash
+  // lives on, with the dead reader's field in it.
+  auto other = std::async(std::launch::async, [&] {
+    Watched live(backend, "crash", {}, r::Watchdog(scaled(1s)), w::Spin{5ms});
+    std::shared_lock held(live);
+    std::this_thread::sleep_until(acquired + lease + scaled(200ms));
+    return server.command({"HLEN", "crash"});  // mode and both readers
+  });
+  CHECK(other.get() == "3");
+  // Its release finds no live reader: the writer gets in at its first try.
+  CHECK(std::chrono::steady_clock::now() - acquired >= lease);
+  CHECK(writer.try_lock());
+  writer.unlock();
 }
 
 TEST_CASE("ReadWrite: Redisson's layout for readers and the writer", "[read_write]") {

@@ -14,7 +14,8 @@ std::int64_t monotonic_ns() {
 }
 
 std::string hold_span::format() const {
-  return "hold " + lock + " " + worker + " " + std::to_string(start_ns) + " " + std::to_string(end_ns);
+  return "hold " + lock + " " + worker + " " + std::to_string(start_ns) + " " + std::to_string(end_ns) +
+         (shared ? " shared" : "");
 }
 
 namespace {
@@ -49,7 +50,10 @@ std::optional<hold_span> hold_span::parse(std::string_view line) {
   s.lock = std::string(word(line));
   s.worker = std::string(word(line));
   auto start = integer(word(line)), end = integer(word(line));
-  if (s.lock.empty() || s.worker.empty() || !start || !end || *end < *start || !word(line).empty())
+  auto kind = word(line);
+  s.shared = kind == "shared";
+  if (s.lock.empty() || s.worker.empty() || !start || !end || *end < *start || (!kind.empty() && !s.shared) ||
+      !word(line).empty())
     return std::nullopt;
   s.start_ns = *start;
   s.end_ns = *end;
@@ -95,15 +99,39 @@ std::vector<overlap> hold_history::overlaps() const {
     std::sort(spans.begin(), spans.end(), [](const hold_span& a, const hold_span& b) {
       return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
     });
-    // Sweep in start order, keeping the hold that ends last so far: a hold
-    // that starts before that end overlaps it.
+    // Sweep in start order, keeping the hold that ends last so far, and
+    // the exclusive one that ends last: an exclusive hold that starts
+    // before the first of those ends overlaps it, a shared one the second.
     const hold_span* latest = nullptr;
+    const hold_span* latest_exclusive = nullptr;
     for (auto& s : spans) {
-      if (latest && s.start_ns < latest->end_ns) found.push_back(overlap{*latest, s});
+      const hold_span* against = s.shared ? latest_exclusive : latest;
+      if (against && s.start_ns < against->end_ns) found.push_back(overlap{*against, s});
       if (!latest || s.end_ns > latest->end_ns) latest = &s;
+      if (!s.shared && (!latest_exclusive || s.end_ns > latest_exclusive->end_ns)) latest_exclusive = &s;
     }
   }
   return found;
+}
+
+std::size_t hold_history::most_at_once(std::string_view lock) const {
+  // Starts and ends in time order; at one moment, ends first (a hold that
+  // ends as another begins is not counted with it), then starts, then the
+  // ends of holds of no length (counted with the holds that begin then).
+  enum order { end = 0, start = 1, end_of_empty = 2 };
+  std::vector<std::pair<std::int64_t, order>> events;
+  for (auto& s : spans())
+    if (s.lock == lock) {
+      events.emplace_back(s.start_ns, start);
+      events.emplace_back(s.end_ns, s.end_ns == s.start_ns ? end_of_empty : end);
+    }
+  std::sort(events.begin(), events.end());
+  long long most = 0, now = 0;
+  for (auto& [at, what] : events) {
+    now += what == start ? 1 : -1;
+    most = std::max(most, now);
+  }
+  return static_cast<std::size_t>(most);
 }
 
 }  // namespace dlock::test

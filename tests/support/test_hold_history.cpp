@@ -96,3 +96,59 @@ TEST_CASE("CLOCK_MONOTONIC stamps from many threads go into one history", "[hist
   CHECK(h.size() == 400);
   CHECK(h.overlaps().empty());
 }
+
+TEST_CASE("shared holds may overlap each other, never an exclusive one", "[history]") {
+  auto shared = [](std::string worker, std::int64_t start, std::int64_t end) {
+    auto s = span("rw", std::move(worker), start, end);
+    s.shared = true;
+    return s;
+  };
+  hold_history h;
+  h.add(shared("r1", 100, 300));
+  h.add(shared("r2", 150, 250));
+  h.add(shared("r3", 200, 400));
+  h.add(span("rw", "w1", 400, 500));  // the writer after the last reader
+  h.add(shared("r4", 500, 600));
+  CHECK(h.overlaps().empty());
+  CHECK(h.most_at_once("rw") == 3);
+
+  h.add(span("rw", "w2", 350, 450));  // a writer while r3 reads, and into w1
+  h.add(shared("r5", 590, 700));      // a reader inside w3 (below)
+  h.add(span("rw", "w3", 580, 620));  // a writer while r4 reads
+  auto o = h.overlaps();
+  REQUIRE(o.size() == 4);
+  CHECK(o[0].earlier.worker == "r3");
+  CHECK(o[0].later.worker == "w2");
+  CHECK(o[1].earlier.worker == "w2");  // the exclusive one that ends last
+  CHECK(o[1].later.worker == "w1");
+  CHECK(o[2].earlier.worker == "r4");
+  CHECK(o[2].later.worker == "w3");
+  CHECK(o[3].earlier.worker == "w3");  // a reader against the writer, not against r4
+  CHECK(o[3].later.worker == "r5");
+  CHECK(o[3].overlap_ns() == 30);
+}
+
+TEST_CASE("the shared mark round-trips through the line format", "[history]") {
+  auto s = span("rw", "p1.t2", 10, 20);
+  s.shared = true;
+  CHECK(s.format() == "hold rw p1.t2 10 20 shared");
+  auto back = hold_span::parse(s.format());
+  REQUIRE(back);
+  CHECK(back->shared);
+  CHECK_FALSE(hold_span::parse("hold rw p1.t2 10 20")->shared);
+  CHECK_FALSE(hold_span::parse("hold rw p1.t2 10 20 exclusive"));
+  CHECK_FALSE(hold_span::parse("hold rw p1.t2 10 20 shared x"));
+}
+
+TEST_CASE("most holds at once: ends before starts at one moment, holds of no length count", "[history]") {
+  hold_history h;
+  CHECK(h.most_at_once("a") == 0);
+  h.add(span("a", "w1", 100, 200));
+  h.add(span("a", "w2", 200, 300));  // end to end: one at a time
+  h.add(span("b", "w3", 150, 250));  // another lock
+  CHECK(h.most_at_once("a") == 1);
+  h.add(span("a", "w4", 200, 200));  // no length, at the hand-over
+  CHECK(h.most_at_once("a") == 2);
+  h.add(span("a", "w5", 250, 260));
+  CHECK(h.most_at_once("a") == 2);
+}
