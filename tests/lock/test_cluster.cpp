@@ -25,6 +25,7 @@
 #include "combination_tests.hpp"
 #include "lock_support.hpp"
 #include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
+#include "shared_kinds.hpp"
 
 using namespace std::chrono_literals;
 using dlock::test::scaled;
@@ -259,6 +260,14 @@ TEMPLATE_TEST_CASE("no two holders overlap: contended locks in several slots, on
   CHECK(failures == 0);
   CHECK(history.size() == threads * holds);
   CHECK(history.overlaps().empty());
+}
+
+TEST_CASE("readers share and writers exclude in slots on every master, and a semaphore's permits count",
+          "[cluster][history]") {
+  dlock::test::cluster_servers redis;
+  std::vector<std::string> names;
+  for (auto m : redis.cluster.masters()) names.push_back(name_on(redis.cluster, m, "kinds-rw"));
+  dlock::test::shared_kinds_test(redis, names, "kinds:permits");
 }
 
 TEST_CASE("a script whose keys span slots is refused before it is sent, naming the keys", "[cluster]") {

@@ -3,6 +3,7 @@
 // the representative combinations on a Sentinel deployment.
 #include "combination_tests.hpp"
 #include "backend_instances.hpp"  // their Sentinel and Cluster locks, compiled once
+#include "shared_kinds.hpp"
 
 #include <dlock/backend/sentinel.hpp>
 #include <dlock/redis/address_source.hpp>
@@ -311,6 +312,12 @@ TEMPLATE_LIST_TEST_CASE("mutual exclusion through Sentinel: 8 threads, then 4 pr
 TEMPLATE_LIST_TEST_CASE("a hold through Sentinel reports its lease and keeps others out", "[lock][sentinel]",
                         dlock::combinations::representative_t<dlock::SentinelBackend>) {
   dlock::test::hold_test<dlock::test::sentinel_servers, TestType>();
+}
+
+TEST_CASE("readers share and writers exclude, and a semaphore's permits count, through Sentinel",
+          "[lock][sentinel][history]") {
+  dlock::test::sentinel_servers redis;
+  dlock::test::shared_kinds_test(redis, {"kinds:rw-0", "kinds:rw-1"}, "kinds:permits");
 }
 
 TEST_CASE("blocking lock calls on Sentinel take the blocking fast path, not the shared connection", "[lock][sentinel]") {
