@@ -79,6 +79,7 @@ using detail::fence_arg;  ///< a fencing setting as a script argument: its idle 
 using detail::fence_key;  ///< the counter's key, in the lock's slot
 using detail::fence_lua;  ///< Lua defining next_fence(key, idle_ms), to prepend to a script
 using detail::fence_of;   ///< a token in a reply: a positive integer, else nullopt
+using detail::field_fence_script;  ///< fence_call's script where each holder is a field of the lock's hash
 
 // Publishing from a script the way the backend's waiters listen.
 using detail::publish_verb;     ///< "SPUBLISH" on sharded pub/sub, else "PUBLISH"

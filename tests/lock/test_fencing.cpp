@@ -76,7 +76,8 @@ TEST_CASE("fencing is off unless asked for, and a bad idle time is refused", "[l
 
 TEMPLATE_TEST_CASE("fencing tokens grow with every hold, under contention", "[lock][fencing]",
                    (Watched<dlock::ownership::Token>), (Watched<dlock::ownership::ReentrantHash>),
-                   (Watched<dlock::ownership::Queue, dlock::wait::HandOff>)) {
+                   (Watched<dlock::ownership::Queue, dlock::wait::HandOff>), (Watched<dlock::ownership::Semaphore>),
+                   (Watched<dlock::ownership::ReadWrite>)) {
   dlock::test::private_redis redis;
   using O = typename TestType::ownership_type;
   TestType lock(redis.backend, "grows", fenced<O>(), dlock::renewal::Watchdog{scaled(10s)});
@@ -106,6 +107,103 @@ TEST_CASE("a reentrant hold keeps the token of its first acquire", "[lock][fenci
   outer.release();
   auto next = first.acquire();
   CHECK(*next.fencing_token() > *outer.fencing_token());
+}
+
+TEST_CASE("a read-write lock's readers and writers take tokens from one counter", "[lock][fencing][read_write]") {
+  dlock::test::private_redis redis;
+  using L = Watched<dlock::ownership::ReadWrite>;
+  L lock(redis.backend, "rw", fenced<dlock::ownership::ReadWrite>());
+  L same_owner(redis.backend, "rw", fenced<dlock::ownership::ReadWrite>());
+  auto on_thread = [](auto f) { return std::async(std::launch::async, std::move(f)).get(); };
+  // Two readers at once: each a token of its own, in grant order.
+  auto a = lock.acquire_shared();
+  auto b = on_thread([&] { return lock.acquire_shared(); });
+  REQUIRE(a.fencing_token());
+  REQUIRE(b.fencing_token());
+  CHECK(*b.fencing_token() > *a.fencing_token());
+  // A re-entered read keeps its first token (the same lock object); through
+  // another object of the same owner, it takes a fresh one, which still
+  // orders after every earlier grant.
+  auto a_again = lock.acquire_shared();
+  CHECK(a_again.fencing_token() == a.fencing_token());
+  auto a_other = same_owner.acquire_shared();
+  CHECK(*a_other.fencing_token() > *b.fencing_token());
+  a_other.release();
+  a_again.release();
+  a.release();
+  b.release();
+  // The writer's token is above every reader's before it; its re-entry
+  // (through either object) and its own read (a downgrade) carry it too.
+  auto write = lock.acquire();
+  REQUIRE(write.fencing_token());
+  CHECK(*write.fencing_token() > *a_other.fencing_token());
+  auto write_again = same_owner.acquire();
+  CHECK(write_again.fencing_token() == write.fencing_token());
+  auto downgrade = lock.acquire_shared();
+  CHECK(downgrade.fencing_token() == write.fencing_token());
+  write_again.release();
+  write.release();
+  // Still read-held by the downgrade: a new reader comes after the write.
+  auto c = on_thread([&] { return lock.acquire_shared(); });
+  CHECK(*c.fencing_token() > *write.fencing_token());
+  downgrade.release();
+  c.release();
+  CHECK(redis.server.command({"EXISTS", "rw"}) == "0");
+}
+
+TEST_CASE("a semaphore's permits take tokens in grant order; a permit that lapsed is outnumbered",
+          "[lock][fencing][semaphore]") {
+  dlock::test::private_redis redis;
+  using L = dlock::Lock<dlock::RedisBackend, dlock::ownership::Semaphore, dlock::renewal::FixedLease, dlock::wait::Spin>;
+  auto sem = fenced<dlock::ownership::Semaphore>();
+  sem.permits = 2;
+  L lock(redis.backend, "pool", sem, dlock::renewal::FixedLease{scaled(400ms)}, dlock::wait::Spin{5ms});
+  auto on_thread = [](auto f) { return std::async(std::launch::async, std::move(f)).get(); };
+  auto first = lock.acquire();
+  auto second = on_thread([&] { return lock.acquire(); });
+  REQUIRE(first.fencing_token());
+  REQUIRE(second.fencing_token());
+  CHECK(*second.fencing_token() > *first.fencing_token());
+  // Both lapse; two later grants outnumber them: a resource that refuses
+  // tokens below the 2nd highest it has seen refuses both old permits.
+  std::this_thread::sleep_for(scaled(500ms));
+  auto third = on_thread([&] { return lock.acquire(); });
+  auto fourth = on_thread([&] { return lock.acquire(); });
+  std::vector<std::uint64_t> seen{*first.fencing_token(), *second.fencing_token(), *third.fencing_token(),
+                                  *fourth.fencing_token()};
+  CHECK(strictly_increasing(seen));
+  CHECK(first.lost());
+  CHECK(second.lost());
+}
+
+TEST_CASE("a lost acquire reply found to have won takes its token: semaphore, read-write shared and exclusive",
+          "[lock][fencing]") {
+  // The backend gives up on a reply after 300 ms; the server is paused for
+  // longer while the acquire is on its way, and runs it afterwards. The
+  // win is found (resolve), and its token taken owner-checked (fence_call):
+  // the try's own reply, with its token, never reached the client.
+  const auto timeout = scaled(300ms);
+  dlock::test::private_redis redis(dlock::test::impatient(timeout));
+  using Permit = dlock::Lock<dlock::RedisBackend, dlock::ownership::Semaphore, dlock::renewal::FixedLease, dlock::wait::Spin>;
+  using RW = dlock::Lock<dlock::RedisBackend, dlock::ownership::ReadWrite, dlock::renewal::FixedLease, dlock::wait::Spin>;
+  Permit permit(redis.backend, "limbo:permit", fenced<dlock::ownership::Semaphore>(), dlock::renewal::FixedLease{scaled(30s)},
+                dlock::wait::Spin{5ms});
+  RW rw(redis.backend, "limbo:rw", fenced<dlock::ownership::ReadWrite>(), dlock::renewal::FixedLease{scaled(30s)},
+        dlock::wait::Spin{5ms});
+  std::uint64_t last = 0;
+  auto check = [&](auto take, const char* what) {
+    INFO(what);
+    take().release();  // the scripts loaded: a late NOSCRIPT would mean "did not run"
+    redis.server.command({"CLIENT", "PAUSE", std::to_string((timeout * 3 / 2).count()), "ALL"});
+    auto hold = take();
+    REQUIRE(hold.fencing_token());
+    CHECK(*hold.fencing_token() > last);
+    last = *hold.fencing_token();
+    hold.release();
+  };
+  check([&] { return permit.acquire(); }, "semaphore");
+  check([&] { return rw.acquire_shared(); }, "shared");
+  check([&] { return rw.acquire(); }, "exclusive");
 }
 
 TEST_CASE("a hand-off's grant takes its token when it arrives", "[lock][fencing]") {

@@ -12,12 +12,15 @@
 #include <dlock/detail/key_slot.hpp>
 #include <dlock/error.hpp>
 #include <dlock/redis/resp.hpp>
+#include <dlock/redis/script_cache.hpp>
 #include <dlock/types.hpp>
 
 namespace dlock {
 
-/// Fencing tokens for an owner-checked ownership (Token, ReentrantHash and
-/// Queue have a `fencing` member; set it to turn them on). Each first
+/// Fencing tokens for an owner-checked ownership (Token, ReentrantHash,
+/// Queue, Semaphore and ReadWrite have a `fencing` member; set it to turn
+/// them on; the last two order holds that may overlap: see their own
+/// documentation for what a resource checks). Each first
 /// acquire of a lock (not a reentrant one) takes a number from a counter
 /// beside the lock and hands it out with the hold
 /// (Hold::fencing_token()). A resource that remembers the highest number it
@@ -75,6 +78,21 @@ local function next_fence(key, idle)
   return token
 end
 )lua";
+
+/// The owner check and next token of an ownership whose holders are fields
+/// of a hash (ReentrantHash, ReadWrite), for a win whose reply carried no
+/// token (fence_call). KEYS[1] lock, KEYS[2] fence counter; ARGV[1] the
+/// hold's field, ARGV[2] counter idle ms. The next token if the hash has
+/// the field, else 0.
+inline const redis::script& field_fence_script() {
+  static const redis::script s(std::string(fence_lua) + R"lua(
+local idle = tonumber(ARGV[2])
+if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return next_fence(KEYS[2], idle) end
+return 0
+)lua");
+  return s;
+}
 
 /// A fencing number in a reply: a positive integer, else nullopt.
 inline std::optional<std::uint64_t> fence_of(const redis::value& v) {

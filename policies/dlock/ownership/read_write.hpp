@@ -3,6 +3,7 @@
 // readers out so that a stream of readers cannot starve it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,7 +67,17 @@ namespace dlock::ownership {
 /// release after outcome_unknown is answered from the first attempt's
 /// marker, as ReentrantHash's. On one server, Sentinel or a cluster (its
 /// keys share the lock's slot); a quorum backend refuses it (readers are
-/// several holders at once). No fencing tokens yet.
+/// several holders at once).
+///
+/// Fencing tokens (set `fencing`): readers and writers take them from one
+/// counter, so a write's token is higher than that of every hold granted
+/// before it, read or write. A resource refuses a write whose token is
+/// below the highest token it has seen of any hold, and a read whose token
+/// is below the highest it has seen on a write (readers do not exclude each
+/// other, so reads do not fence reads). A writer's own read (a downgrade)
+/// carries its write's token. A re-entry through the same lock object
+/// keeps the token of the first; through another object of the same owner,
+/// a write's re-entry gets its first's too, a read's a fresh one.
 struct ReadWrite : ReadWriteScripts {
   static constexpr const char* policy_name = "rw";  ///< its part of a combination's name ("rw/watchdog/pubsub")
   static constexpr bool owner_checked = true;  ///< release and extend act only on this owner's field
@@ -92,8 +103,15 @@ struct ReadWrite : ReadWriteScripts {
   /// writer_starvation).
   bool writer_intent = true;
 
-  /// The release memory's error, if any.
-  std::error_code validate() const { return release_memory.validate(); }
+  /// Fencing tokens (see dlock::fencing_tokens and above); empty: off.
+  std::optional<fencing_tokens> fencing;
+
+  /// The fencing setting's error, if any; else the release memory's.
+  std::error_code validate() const {
+    if (fencing)
+      if (auto ec = fencing->validate()) return ec;
+    return release_memory.validate();
+  }
 
   /// Redisson's prefix for the lock's companion keys: `{name}`, or the name
   /// itself when it holds a '{'.
@@ -147,11 +165,13 @@ struct ReadWrite : ReadWriteScripts {
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, record& rec) const {
     const auto sent = ext::steady::now();
-    std::vector<std::string> keys{rec.name, ext::release_memory::acquire_key(rec), intent_key(rec.name)};
+    std::vector<std::string> keys{rec.name, ext::release_memory::acquire_key(rec), intent_key(rec.name),
+                                  ext::fence_key(rec.name)};
     const bool intent = !rec.shared && rec.may_wait && writer_intent;
     std::vector<std::string> args{std::to_string(rec.lease.count()), rec.owner, other_field(rec), release_memory.ttl(),
                                   rec.shared ? timeout_prefix(rec.name, rec.owner) : (intent ? "1" : "0")};
     if (!rec.shared) args.push_back(timeout_prefix(rec.name, other_field(rec)));
+    args.push_back(ext::fence_arg(fencing));
     // A try that may leave the intent counts as having left it until a win
     // takes it away: its reply may be lost (withdraw checks the owner).
     if (intent) rec.state.intent = true;
@@ -161,7 +181,14 @@ struct ReadWrite : ReadWriteScripts {
     if (ec) co_return std::pair{ec, attempt{}};
     const auto n = v.type == redis::kind::array ? v.elements.size() : 0;
     auto verdict = n >= 1 ? ext::integer_of(v.elements[0]) : std::nullopt;
-    if (verdict == 1 && n == 1) {
+    if (verdict == 1 && n <= 2) {
+      // A first hold's token (a re-entry's reply has none: it keeps its
+      // first); a reply that should have one and has none is mended by
+      // the host's fence_call.
+      if (n == 2) {
+        rec.fence = ext::fence_of(v.elements[1]);
+        if (!rec.fence) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+      }
       rec.state.intent = false;
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
@@ -209,6 +236,12 @@ struct ReadWrite : ReadWriteScripts {
     if (!ec && !ext::integer_of(v)) ec = error::unexpected_reply;
     if (!ec) rec.state.intent = false;
     co_return ec;
+  }
+
+  /// For a hold won without a fencing token in the reply (a lost reply
+  /// found to have won): the owner-checked call that takes one.
+  script_call fence_call(const ext::hold_record& rec) const {
+    return {&ext::field_fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
   }
 
   /// Whether a try whose reply was lost won: its marker is there and the

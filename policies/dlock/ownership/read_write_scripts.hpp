@@ -30,28 +30,50 @@ local function mine(field, prefix)
 end
 )lua";
 
-  /// The shared try. KEYS[1] lock, KEYS[2] win marker, KEYS[3] intent;
-  /// ARGV[1] lease ms, ARGV[2] reader field, ARGV[3] the owner's writer
-  /// field, ARGV[4] marker ms, ARGV[5] this reader's timeout prefix. Every
-  /// lease key of this owner gets the new lease (the hold is trusted for
-  /// the newest). {1} taken; {0, ms} refused, ms the holder's time left, or
-  /// the intent's when a waiting writer is what refuses it.
-  static const redis::script& read_script() {
-    static const redis::script s(std::string(lapsed_lua) + R"lua(
-local lease = tonumber(ARGV[1])
-if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR dlock: lease out of range')
+  /// Lua shared by the tries, after ext::fence_lua: the lease ARGV[1] and
+  /// the fence counter's idle ms ARGV[idle_at] ("0": no fencing), checked
+  /// before anything is written (an error reply for a bad one).
+  static constexpr const char* arguments_lua = R"lua(
+local function arguments(idle_at)
+  local lease, idle = tonumber(ARGV[1]), tonumber(ARGV[idle_at] or '0')
+  if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12 then
+    return nil
+  end
+  return lease, idle
 end
+)lua";
+
+  /// The three Lua parts every try starts with.
+  static std::string try_lua() { return std::string(ext::fence_lua) + arguments_lua + lapsed_lua; }
+
+  /// The shared try. KEYS[1] lock, KEYS[2] win marker, KEYS[3] intent,
+  /// KEYS[4] fence counter; ARGV[1] lease ms, ARGV[2] reader field, ARGV[3]
+  /// the owner's writer field, ARGV[4] marker ms, ARGV[5] this reader's
+  /// timeout prefix, ARGV[6] the counter's idle ms ("0": no fencing).
+  /// Every lease key of this owner gets the new lease (the hold is trusted
+  /// for the newest). {1} taken (re-entered, or without fencing: readers
+  /// take tokens meanwhile, so a re-entry cannot tell its first's); {1,
+  /// token} a first read with fencing: the next token, or a writer's own
+  /// read (a downgrade) the counter as it is, its write's token (nobody
+  /// else can take one while it writes); {0, ms} refused, ms the holder's
+  /// time left, or the intent's when a waiting writer is what refuses it.
+  static const redis::script& read_script() {
+    static const redis::script s(try_lua() + R"lua(
+local lease, idle = arguments(6)
+if not lease then return redis.error_reply('ERR dlock: lease out of range') end
+local held = mine(ARGV[2], ARGV[5])
+local mode = redis.call('HGET', KEYS[1], 'mode')
+local writes = mode == 'write' and redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1
 local function take()
   local n = redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
   for i = 1, n do redis.call('SET', ARGV[5] .. ':' .. i, 1, 'PX', lease) end
   redis.call('PEXPIRE', KEYS[1], math.max(redis.call('PTTL', KEYS[1]), lease))
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[4])
-  return {1}
+  if n > 1 or idle == 0 then return {1} end
+  local counter = writes and tonumber(redis.call('GET', KEYS[4]))
+  if counter then return {1, counter} end
+  return {1, next_fence(KEYS[4], idle)}
 end
-local held = mine(ARGV[2], ARGV[5])
-local mode = redis.call('HGET', KEYS[1], 'mode')
-local writes = mode == 'write' and redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1
 local intent = redis.call('GET', KEYS[3])
 if intent and intent ~= ARGV[3] and not held and not writes then return {0, redis.call('PTTL', KEYS[3])} end
 if not mode then
@@ -64,22 +86,27 @@ return {0, redis.call('PTTL', KEYS[1])}
     return s;
   }
 
-  /// The exclusive try. KEYS[1] lock, KEYS[2] win marker, KEYS[3] intent;
-  /// ARGV[1] lease ms, ARGV[2] writer field, ARGV[3] the owner's reader
-  /// field, ARGV[4] marker ms, ARGV[5] "1" when the acquire waits after a
-  /// failed try (it then leaves its intent, for the holder's time left and
-  /// one lease more), ARGV[6] the owner's reader timeout prefix. {1} taken;
-  /// {-1} refused: the owner holds it shared (an upgrade); {0, ms, 1 if it
-  /// left its intent}.
+  /// The exclusive try. KEYS[1] lock, KEYS[2] win marker, KEYS[3] intent,
+  /// KEYS[4] fence counter; ARGV[1] lease ms, ARGV[2] writer field, ARGV[3]
+  /// the owner's reader field, ARGV[4] marker ms, ARGV[5] "1" when the
+  /// acquire waits after a failed try (it then leaves its intent, for the
+  /// holder's time left and one lease more), ARGV[6] the owner's reader
+  /// timeout prefix, ARGV[7] the counter's idle ms ("0": no fencing). {1}
+  /// taken without fencing; {1, token} with fencing: a first write's next
+  /// token, a re-entry's the counter as it is (its first's: nobody else can
+  /// take one while it writes; {1} if the counter is gone); {-1} refused: the owner holds it shared (an upgrade); {0, ms,
+  /// 1 if it left its intent}.
   static const redis::script& write_script() {
-    static const redis::script s(std::string(lapsed_lua) + R"lua(
-local lease = tonumber(ARGV[1])
-if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 then
-  return redis.error_reply('ERR dlock: lease out of range')
-end
-local function won()
+    static const redis::script s(try_lua() + R"lua(
+local lease, idle = arguments(7)
+if not lease then return redis.error_reply('ERR dlock: lease out of range') end
+local function won(first)
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[4])
   if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('DEL', KEYS[3]) end
+  if idle == 0 then return {1} end
+  if first then return {1, next_fence(KEYS[4], idle)} end
+  local counter = tonumber(redis.call('GET', KEYS[4]))
+  if counter then return {1, counter} end
   return {1}
 end
 if mine(ARGV[3], ARGV[6]) then return {-1} end
@@ -87,12 +114,12 @@ local mode = redis.call('HGET', KEYS[1], 'mode')
 if not mode then
   redis.call('HSET', KEYS[1], 'mode', 'write', ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], lease)
-  return won()
+  return won(true)
 end
 if mode == 'write' and redis.call('HEXISTS', KEYS[1], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], math.max(redis.call('PTTL', KEYS[1]), lease))
-  return won()
+  return won(false)
 end
 local ttl = redis.call('PTTL', KEYS[1])
 local left = 0

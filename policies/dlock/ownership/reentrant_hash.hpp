@@ -248,24 +248,10 @@ return removed
   }
   ///@}
 
-  /// Takes a fencing token for a hold that won without one (fence_call).
-  /// KEYS[1] lock, KEYS[2] fence counter; ARGV[1] owner field, ARGV[2]
-  /// counter idle ms. The next fencing token if the hash has the field,
-  /// else 0.
-  static const redis::script& fence_script() {
-    static const redis::script s(std::string(ext::fence_lua) + R"lua(
-local idle = tonumber(ARGV[2])
-if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return next_fence(KEYS[2], idle) end
-return 0
-)lua");
-    return s;
-  }
-
   /// For a hold won without a fencing token in the reply (a lost reply
   /// found to have won): the owner-checked call that takes one.
   script_call fence_call(const ext::hold_record& rec) const {
-    return {&fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
+    return {&ext::field_fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
   }
 
   /// Resets the lease only while the hash has this owner's field (the

@@ -46,6 +46,16 @@ namespace dlock::ownership {
 ///   try's token; the release is an owner-checked ZREM (its retry reads as
 ///   Token's: the token is fresh for each hold, so it can act only once).
 ///
+/// Fencing tokens (set `fencing`): each permit's acquire takes the next
+/// number from a counter beside the set, so a permit's token is higher
+/// than every permit granted before it. Permits do not exclude each other,
+/// so the rule of an exclusive lock (refuse below the highest seen) would
+/// refuse live holders. What a resource can do is refuse a token below the
+/// `permits`-th highest it has seen: it then accepts at most `permits`
+/// holders' tokens, and refuses a permit once `permits` later ones were
+/// granted (a lapsed one for sure, but also a live one that has held for
+/// that long: it should take a fresh permit).
+///
 /// A release publishes `0` on channel(name) (with SPUBLISH where the
 /// backend listens on shard channels), so wait::PubSub wakes one waiter of
 /// each client listening there; a permit whose lease ends wakes nobody, and
@@ -67,6 +77,12 @@ struct Semaphore {
   /// client agree on).
   static constexpr std::int64_t max_permits = std::numeric_limits<std::int32_t>::max();
 
+  /// One permit: a mutex whose holds expire one by one.
+  Semaphore() = default;
+  /// `count` permits (validate() refuses a count below 1 or above
+  /// max_permits when the lock is made).
+  constexpr explicit Semaphore(std::int64_t count) : permits(count) {}
+
   /// How many holds may exist at once (1 to max_permits).
   std::int64_t permits = 1;
 
@@ -78,9 +94,14 @@ struct Semaphore {
   };
   using record = ext::hold_record_with<hold_state>;  ///< the record its operations take
 
-  /// invalid_argument when `permits` is below 1 or above max_permits.
+  /// Fencing tokens (see dlock::fencing_tokens and above); empty: off.
+  std::optional<fencing_tokens> fencing;
+
+  /// invalid_argument when `permits` is below 1 or above max_permits, or
+  /// the fencing setting is out of range.
   std::error_code validate() const {
-    return permits >= 1 && permits <= max_permits ? std::error_code{} : make_error_code(error::invalid_argument);
+    if (permits < 1 || permits > max_permits) return make_error_code(error::invalid_argument);
+    return fencing ? fencing->validate() : std::error_code{};
   }
 
   /// The channel its releases publish on: `{name}:released` (in the
@@ -116,16 +137,19 @@ local function keep(set, count)
 end
 )lua";
 
-  /// One try. KEYS[1] the set, KEYS[2] the count; ARGV[1] token, ARGV[2]
-  /// lease ms (0: none), ARGV[3] permits. Drops the entries whose lease has
-  /// ended, then adds ours if fewer than `permits` remain: {1, 0} taken;
-  /// {0, ms} all in use, ms until the first of them ends (-1: none ends).
-  /// An error reply when the stored count differs, or a bad argument.
+  /// One try. KEYS[1] the set, KEYS[2] the count, KEYS[3] the fence
+  /// counter; ARGV[1] token, ARGV[2] lease ms (0: none), ARGV[3] permits,
+  /// ARGV[4] the counter's idle ms ("0": no fencing). Drops the entries
+  /// whose lease has ended, then adds ours if fewer than `permits` remain:
+  /// {1, 0} taken, {1, fencing token} with fencing; {0, ms} all in use, ms
+  /// until the first of them ends (-1: none ends). An error reply when the
+  /// stored count differs, or a bad argument.
   static const redis::script& acquire_script() {
-    static const redis::script s(std::string(common_lua) + R"lua(
+    static const redis::script s(std::string(common_lua) + std::string(ext::fence_lua) + R"lua(
 local lease = tonumber(ARGV[2])
 local permits = tonumber(ARGV[3])
-if not lease or lease < 0 or lease > 1e12 or lease % 1 ~= 0 then
+local idle = tonumber(ARGV[4] or '0')
+if not lease or lease < 0 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12 then
   return redis.error_reply('ERR dlock: lease out of range')
 end
 if not permits or permits < 1 or permits > 2147483647 or permits % 1 ~= 0 then
@@ -149,6 +173,7 @@ if used < permits then
   end
   redis.call('SET', KEYS[2], ARGV[3])
   keep(KEYS[1], KEYS[2])
+  if idle > 0 then return {1, next_fence(KEYS[3], idle)} end
   return {1, 0}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -156,6 +181,27 @@ if first[2] == 'inf' then return {0, -1} end
 return {0, tonumber(first[2]) - now}
 )lua");
     return s;
+  }
+
+  /// Takes a fencing token for a permit won without one (fence_call).
+  /// KEYS[1] the set, KEYS[2] the fence counter; ARGV[1] token, ARGV[2]
+  /// counter idle ms. The next token if the set holds the permit with its
+  /// lease not ended, else 0.
+  static const redis::script& fence_script() {
+    static const redis::script s(std::string(common_lua) + std::string(ext::fence_lua) + R"lua(
+local idle = tonumber(ARGV[2])
+if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and (score == 'inf' or tonumber(score) > now_ms()) then return next_fence(KEYS[2], idle) end
+return 0
+)lua");
+    return s;
+  }
+
+  /// For a permit won without a fencing token in the reply (a lost reply
+  /// found to have won): the owner-checked call that takes one.
+  script_call fence_call(const ext::hold_record& rec) const {
+    return {&fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
   }
 
   /// Owner-checked release. KEYS[1] the set, KEYS[2] the count; ARGV[1]
@@ -212,8 +258,9 @@ return out
   template <class B>
   asio::awaitable<std::pair<error_code, attempt>> try_acquire(B& backend, ext::hold_record& rec) const {
     const auto sent = ext::steady::now();
-    std::vector<std::string> keys{rec.name, permits_key(rec.name)};
-    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), std::to_string(permits)};
+    std::vector<std::string> keys{rec.name, permits_key(rec.name), ext::fence_key(rec.name)};
+    std::vector<std::string> args{rec.owner, std::to_string(rec.lease.count()), std::to_string(permits),
+                                  ext::fence_arg(fencing)};
     auto [ec, v] = co_await ext::acknowledged_eval(backend, rec.acks, acquire_script(), std::move(keys), std::move(args));
     ext::note(rec, ec, v);
     if (ec) co_return std::pair{ec, attempt{}};
@@ -222,6 +269,10 @@ return out
     auto left = ext::integer_of(v.elements[1]);
     if (!verdict || !left || (*verdict != 0 && *verdict != 1)) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
     if (*verdict == 1) {
+      if (fencing) {
+        rec.fence = ext::fence_of(v.elements[1]);
+        if (!rec.fence) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
+      }
       rec.confirm(sent);
       co_return std::pair{error_code{}, attempt{true, std::nullopt}};
     }
