@@ -15,9 +15,9 @@ namespace dlock {
 ///
 /// | rule | why |
 /// |---|---|
-/// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash, Queue, Semaphore) | an unchecked extend would keep someone else's lock alive |
-/// | ownership that needs a lease (ReentrantHash, GetSetExpiry) cannot take renewal::None | the hash's scripts set its expiry with every write; GETSET's value is the expiry |
-/// | pub/sub waiting needs ownership that publishes on release (ReentrantHash, Semaphore) | otherwise no message ever wakes the waiter |
+/// | watchdog renewal needs owner-checked ownership (Token, ReentrantHash, Queue, Semaphore, ReadWrite) | an unchecked extend would keep someone else's lock alive |
+/// | ownership that needs a lease (ReentrantHash, ReadWrite, GetSetExpiry) cannot take renewal::None | the hash's scripts set its expiry with every write (a dead holder's hash would be held for ever); GETSET's value is the expiry |
+/// | pub/sub waiting needs ownership that publishes on release (ReentrantHash, Semaphore, ReadWrite) | otherwise no message ever wakes the waiter |
 /// | hand-off waiting needs a queueing ownership (Queue), and Queue needs hand-off waiting | only Queue's release grants the lock to a waiter; Queue's line is kept by HandOff's waiters |
 ///
 /// (GetSetExpiry falls under the first rule: it has no owner id, and its
@@ -41,10 +41,10 @@ struct rules {
 ///
 /// | rule | why |
 /// |---|---|
-/// | owner-checked ownership (Token, ReentrantHash, Semaphore) | a try that won on too few nodes is given back, by the ownership's release; an unchecked one would delete other owners' keys |
+/// | owner-checked ownership (Token, ReentrantHash) | a try that won on too few nodes is given back, by the ownership's release; an unchecked one would delete other owners' keys |
 /// | a lease (FixedLease, Watchdog) | a hold's validity is the lease less the vote's time; a win that could not be given back must lapse |
 /// | no hand-off (Queue, HandOff) | each node would keep its own line and grant its own head: no majority would agree on who is next |
-/// | one holder at a time (no Semaphore) | majorities that each hold one of k permits per node can number more than k: on 3 nodes with 2 permits, holders on nodes {1,2}, {2,3} and {1,3} are three |
+/// | one holder at a time (no Semaphore, no ReadWrite) | majorities that each hold one of k permits per node can number more than k: on 3 nodes with 2 permits, holders on nodes {1,2}, {2,3} and {1,3} are three; a writer's majority can overlap readers' majorities |
 template <class B, class O, class R, class W>
 struct quorum_rules {
   /// Whether B is a quorum backend at all (the rules below hold otherwise).

@@ -141,6 +141,12 @@ TEST_CASE("a read-write lock's readers and writers take tokens from one counter"
   CHECK(write_again.fencing_token() == write.fencing_token());
   auto downgrade = lock.acquire_shared();
   CHECK(downgrade.fencing_token() == write.fencing_token());
+  // A second read while it writes, through the other object (a re-entry
+  // there), carries the write's token too: a fresh one would make the
+  // resource refuse the writer's own writes.
+  auto downgrade_again = same_owner.acquire_shared();
+  CHECK(downgrade_again.fencing_token() == write.fencing_token());
+  downgrade_again.release();
   write_again.release();
   write.release();
   // Still read-held by the downgrade: a new reader comes after the write.
@@ -149,6 +155,24 @@ TEST_CASE("a read-write lock's readers and writers take tokens from one counter"
   downgrade.release();
   c.release();
   CHECK(redis.server.command({"EXISTS", "rw"}) == "0");
+}
+
+TEST_CASE("a long write keeps the fence counter alive past its idle time", "[lock][fencing][read_write]") {
+  // The counter lives `idle` past the last token taken; a write that holds
+  // longer re-reads it for its re-entries and reads, and each of those
+  // keeps it another `idle`, so they still carry the write's token.
+  dlock::test::private_redis redis;
+  using L = Watched<dlock::ownership::ReadWrite>;
+  const auto idle = scaled(400ms);
+  L lock(redis.backend, "long", fenced<dlock::ownership::ReadWrite>(idle));
+  auto write = lock.acquire();
+  REQUIRE(write.fencing_token());
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(idle * 2 / 3);
+    auto read = lock.acquire_shared();
+    CHECK(read.fencing_token() == write.fencing_token());
+  }
+  CHECK(std::stoll(redis.server.command({"PTTL", "{long}:fence"})) > 0);
 }
 
 TEST_CASE("a semaphore's permits take tokens in grant order; a permit that lapsed is outnumbered",

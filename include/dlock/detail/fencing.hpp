@@ -80,14 +80,16 @@ end
 )lua";
 
 /// The owner check and next token of an ownership whose holders are fields
-/// of a hash (ReentrantHash, ReadWrite), for a win whose reply carried no
-/// token (fence_call). KEYS[1] lock, KEYS[2] fence counter; ARGV[1] the
+/// of a hash (ReentrantHash's), for a win whose reply carried no token
+/// (fence_call). KEYS[1] lock, KEYS[2] fence counter; ARGV[1] the
 /// hold's field, ARGV[2] counter idle ms. The next token if the hash has
 /// the field, else 0.
 inline const redis::script& field_fence_script() {
   static const redis::script s(std::string(fence_lua) + R"lua(
 local idle = tonumber(ARGV[2])
-if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
+if not idle or idle < 1 or idle > 1e12 or idle % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: fencing idle time out of range')
+end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return next_fence(KEYS[2], idle) end
 return 0
 )lua");

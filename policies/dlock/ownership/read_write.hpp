@@ -75,9 +75,12 @@ namespace dlock::ownership {
 /// below the highest token it has seen of any hold, and a read whose token
 /// is below the highest it has seen on a write (readers do not exclude each
 /// other, so reads do not fence reads). A writer's own read (a downgrade)
-/// carries its write's token. A re-entry through the same lock object
-/// keeps the token of the first; through another object of the same owner,
-/// a write's re-entry gets its first's too, a read's a fresh one.
+/// carries its write's token (any read it takes while it writes, through
+/// any lock object), and a write refreshes the counter's idle time when it
+/// re-enters or reads, so that the counter outlives a long write. A
+/// re-entry through the same lock object keeps the token of the first;
+/// through another object of the same owner, a write's re-entry gets its
+/// first's too, a read's (the owner not writing) a fresh one.
 struct ReadWrite : ReadWriteScripts {
   static constexpr const char* policy_name = "rw";  ///< its part of a combination's name ("rw/watchdog/pubsub")
   static constexpr bool owner_checked = true;  ///< release and extend act only on this owner's field
@@ -182,10 +185,10 @@ struct ReadWrite : ReadWriteScripts {
     const auto n = v.type == redis::kind::array ? v.elements.size() : 0;
     auto verdict = n >= 1 ? ext::integer_of(v.elements[0]) : std::nullopt;
     if (verdict == 1 && n <= 2) {
-      // A first hold's token (a re-entry's reply has none: it keeps its
-      // first); a reply that should have one and has none is mended by
-      // the host's fence_call.
-      if (n == 2) {
+      // A first hold's token; a hold this record already has keeps its
+      // own (a reader's re-entry has none in the reply); a reply that
+      // should have one and has none is mended by the host's fence_call.
+      if (n == 2 && !rec.fence) {
         rec.fence = ext::fence_of(v.elements[1]);
         if (!rec.fence) co_return std::pair{error_code(error::unexpected_reply), attempt{}};
       }
@@ -241,7 +244,9 @@ struct ReadWrite : ReadWriteScripts {
   /// For a hold won without a fencing token in the reply (a lost reply
   /// found to have won): the owner-checked call that takes one.
   script_call fence_call(const ext::hold_record& rec) const {
-    return {&ext::field_fence_script(), {rec.name, ext::fence_key(rec.name)}, {rec.owner, ext::fence_arg(fencing)}};
+    return {&fence_script(),
+            {rec.name, ext::fence_key(rec.name)},
+            {rec.owner, ext::fence_arg(fencing), rec.shared ? rec.owner + ":write" : rec.owner}};
   }
 
   /// Whether a try whose reply was lost won: its marker is there and the

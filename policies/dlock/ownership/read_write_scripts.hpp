@@ -30,16 +30,27 @@ local function mine(field, prefix)
 end
 )lua";
 
-  /// Lua shared by the tries, after ext::fence_lua: the lease ARGV[1] and
-  /// the fence counter's idle ms ARGV[idle_at] ("0": no fencing), checked
-  /// before anything is written (an error reply for a bad one).
+  /// Lua shared by the tries and fence_script, after ext::fence_lua:
+  /// `arguments(idle_at)`, the lease ARGV[1] and the fence counter's idle
+  /// ms ARGV[idle_at] ("0": no fencing), checked before anything is
+  /// written (nil for a bad one); `writer_token(key, idle)`, a writer's
+  /// token: the counter as it is (nobody else can take a token while it
+  /// writes), kept `idle` longer so that it outlives a long write; a fresh
+  /// one if the counter is gone.
   static constexpr const char* arguments_lua = R"lua(
 local function arguments(idle_at)
   local lease, idle = tonumber(ARGV[1]), tonumber(ARGV[idle_at] or '0')
-  if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12 then
+  if not lease or lease < 1 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12
+     or idle % 1 ~= 0 then
     return nil
   end
   return lease, idle
+end
+local function writer_token(key, idle)
+  local counter = tonumber(redis.call('GET', key))
+  if not counter then return next_fence(key, idle) end
+  redis.call('PEXPIRE', key, idle)
+  return counter
 end
 )lua";
 
@@ -51,16 +62,16 @@ end
   /// the owner's writer field, ARGV[4] marker ms, ARGV[5] this reader's
   /// timeout prefix, ARGV[6] the counter's idle ms ("0": no fencing).
   /// Every lease key of this owner gets the new lease (the hold is trusted
-  /// for the newest). {1} taken (re-entered, or without fencing: readers
-  /// take tokens meanwhile, so a re-entry cannot tell its first's); {1,
-  /// token} a first read with fencing: the next token, or a writer's own
-  /// read (a downgrade) the counter as it is, its write's token (nobody
-  /// else can take one while it writes); {0, ms} refused, ms the holder's
+  /// for the newest). {1} taken without fencing, or a reader's re-entry
+  /// (readers take tokens meanwhile, so it cannot tell its first's); {1,
+  /// token} with fencing: a first read's next token, or any read of an
+  /// owner that holds the write (a downgrade) its writer_token; {0, ms}
+  /// refused, ms the holder's
   /// time left, or the intent's when a waiting writer is what refuses it.
   static const redis::script& read_script() {
     static const redis::script s(try_lua() + R"lua(
 local lease, idle = arguments(6)
-if not lease then return redis.error_reply('ERR dlock: lease out of range') end
+if not lease then return redis.error_reply('ERR dlock: lease or fencing idle time out of range') end
 local held = mine(ARGV[2], ARGV[5])
 local mode = redis.call('HGET', KEYS[1], 'mode')
 local writes = mode == 'write' and redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1
@@ -69,9 +80,9 @@ local function take()
   for i = 1, n do redis.call('SET', ARGV[5] .. ':' .. i, 1, 'PX', lease) end
   redis.call('PEXPIRE', KEYS[1], math.max(redis.call('PTTL', KEYS[1]), lease))
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[4])
-  if n > 1 or idle == 0 then return {1} end
-  local counter = writes and tonumber(redis.call('GET', KEYS[4]))
-  if counter then return {1, counter} end
+  if idle == 0 then return {1} end
+  if writes then return {1, writer_token(KEYS[4], idle)} end
+  if n > 1 then return {1} end
   return {1, next_fence(KEYS[4], idle)}
 end
 local intent = redis.call('GET', KEYS[3])
@@ -93,21 +104,18 @@ return {0, redis.call('PTTL', KEYS[1])}
   /// holder's time left and one lease more), ARGV[6] the owner's reader
   /// timeout prefix, ARGV[7] the counter's idle ms ("0": no fencing). {1}
   /// taken without fencing; {1, token} with fencing: a first write's next
-  /// token, a re-entry's the counter as it is (its first's: nobody else can
-  /// take one while it writes; {1} if the counter is gone); {-1} refused: the owner holds it shared (an upgrade); {0, ms,
+  /// token, a re-entry's writer_token (its first's); {-1} refused: the owner holds it shared (an upgrade); {0, ms,
   /// 1 if it left its intent}.
   static const redis::script& write_script() {
     static const redis::script s(try_lua() + R"lua(
 local lease, idle = arguments(7)
-if not lease then return redis.error_reply('ERR dlock: lease out of range') end
+if not lease then return redis.error_reply('ERR dlock: lease or fencing idle time out of range') end
 local function won(first)
   redis.call('SET', KEYS[2], 1, 'PX', ARGV[4])
   if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('DEL', KEYS[3]) end
   if idle == 0 then return {1} end
   if first then return {1, next_fence(KEYS[4], idle)} end
-  local counter = tonumber(redis.call('GET', KEYS[4]))
-  if counter then return {1, counter} end
-  return {1}
+  return {1, writer_token(KEYS[4], idle)}
 end
 if mine(ARGV[3], ARGV[6]) then return {-1} end
 local mode = redis.call('HGET', KEYS[1], 'mode')
@@ -131,6 +139,27 @@ if ARGV[5] == '1' then
   end
 end
 return {0, ttl, left}
+)lua");
+    return s;
+  }
+
+  /// Takes a fencing token for a hold that won without one (fence_call).
+  /// KEYS[1] lock, KEYS[2] fence counter; ARGV[1] the hold's field,
+  /// ARGV[2] counter idle ms, ARGV[3] the owner's writer field. 0 if the
+  /// hash does not have the field; the writer_token while the owner holds
+  /// the write (its reads included: they carry the write's token); else
+  /// the next token.
+  static const redis::script& fence_script() {
+    static const redis::script s(std::string(ext::fence_lua) + arguments_lua + R"lua(
+local idle = tonumber(ARGV[2])
+if not idle or idle < 1 or idle > 1e12 or idle % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: fencing idle time out of range')
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[1], 'mode') == 'write' and redis.call('HEXISTS', KEYS[1], ARGV[3]) == 1 then
+  return writer_token(KEYS[2], idle)
+end
+return next_fence(KEYS[2], idle)
 )lua");
     return s;
   }

@@ -52,8 +52,8 @@ namespace dlock::ownership {
 /// so the rule of an exclusive lock (refuse below the highest seen) would
 /// refuse live holders. What a resource can do is refuse a token below the
 /// `permits`-th highest it has seen: it then accepts at most `permits`
-/// holders' tokens, and refuses a permit once `permits` later ones were
-/// granted (a lapsed one for sure, but also a live one that has held for
+/// holders' tokens, and refuses a permit once it has seen `permits` later
+/// tokens (a lapsed one for sure, but also a live one that has held for
 /// that long: it should take a fresh permit).
 ///
 /// A release publishes `0` on channel(name) (with SPUBLISH where the
@@ -149,8 +149,9 @@ end
 local lease = tonumber(ARGV[2])
 local permits = tonumber(ARGV[3])
 local idle = tonumber(ARGV[4] or '0')
-if not lease or lease < 0 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12 then
-  return redis.error_reply('ERR dlock: lease out of range')
+if not lease or lease < 0 or lease > 1e12 or lease % 1 ~= 0 or not idle or idle < 0 or idle > 1e12
+   or idle % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: lease or fencing idle time out of range')
 end
 if not permits or permits < 1 or permits > 2147483647 or permits % 1 ~= 0 then
   return redis.error_reply('ERR dlock: permits out of range')
@@ -190,7 +191,9 @@ return {0, tonumber(first[2]) - now}
   static const redis::script& fence_script() {
     static const redis::script s(std::string(common_lua) + std::string(ext::fence_lua) + R"lua(
 local idle = tonumber(ARGV[2])
-if not idle or idle < 1 or idle > 1e12 then return redis.error_reply('ERR dlock: idle out of range') end
+if not idle or idle < 1 or idle > 1e12 or idle % 1 ~= 0 then
+  return redis.error_reply('ERR dlock: fencing idle time out of range')
+end
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if score and (score == 'inf' or tonumber(score) > now_ms()) then return next_fence(KEYS[2], idle) end
 return 0
