@@ -83,6 +83,7 @@ def check_faults(data):
         if f["renewal"] != "none" and not (f["paused_other_acquired"] and f["paused_overlap"]):
             # No lease survives a paused holder: the next holder gets in, and both work.
             fail(f"{pair}: the paused holder's story did not end in an overlap: {f}")
+        check_phases.check_timelines(pair, f, fail)
 
 
 def check_tls(exe, out):

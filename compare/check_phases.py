@@ -1,6 +1,7 @@
-"""dlock-compare's phases that measure one ownership each (permits,
-readers), checked for check_compare.py: each takes the run's JSON, its
-stdout, and check_compare's fail()."""
+"""Parts of dlock-compare's run checked for check_compare.py: the phases
+that measure one ownership each (permits, readers), each taking the run's
+JSON, its stdout and check_compare's fail(); and the fault stories'
+timelines (check_timelines), for the report page."""
 
 
 def check_permits(data, stdout, fail):
@@ -38,3 +39,26 @@ def check_readers(data, stdout, fail):
         fail(f"readers phase, the writer behind readers: {w}")
     if not p["rate_pairs"] or "readers: 4 workers" not in stdout:
         fail(f"readers phase: no ratio, or no table: {p}")
+
+
+def check_timelines(pair, f, fail):
+    """Each story the entry ran has its timeline, drawn from its own
+    holds: lanes with holds, and overlaps exactly where the verdicts say."""
+    stories = [t["story"] for t in f.get("timelines", [])]
+    expected = ["killed", "paused"] + (["late"] if f["late_release_deleted_other"] is not None else []) + \
+        (["skew"] if f["skewed_clock_stole"] is not None else [])
+    if stories != expected:
+        fail(f"{pair}: timelines {stories}, expected {expected}")
+    for t in f.get("timelines", []):
+        if not t["sentence"] or not t["lanes"] or not any(lane["holds"] for lane in t["lanes"]):
+            fail(f"{pair}: the {t['story']} timeline has no sentence or no holds: {t}")
+        for lane in t["lanes"]:
+            for h in lane["holds"]:
+                if not 0 <= h["start_ms"] <= h["end_ms"]:
+                    fail(f"{pair}: a hold in {t['story']} ends before it starts: {h}")
+        overlapped = bool(t["overlaps"])
+        verdict = {"killed": False, "paused": f["paused_overlap"], "late": True,
+                   "skew": f["skewed_clock_stole"]}[t["story"]]
+        if overlapped != verdict:
+            fail(f"{pair}: the {t['story']} timeline's overlaps {t['overlaps']} disagree with its verdict {verdict}")
+

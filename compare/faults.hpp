@@ -46,9 +46,33 @@ typename L::renewal_type with_lease(std::chrono::milliseconds d) {
 template <class O>
 concept reads_wall_clock = requires(O o) { o.wall_clock = std::function<double()>{}; };
 
+/// Milliseconds for a sentence: "812 ms", "1,520 ms".
+inline std::string fmt_ms(double ms) {
+  char buf[48];
+  const long long whole = static_cast<long long>(ms + 0.5);
+  if (whole >= 1000) std::snprintf(buf, sizeof buf, "%lld,%03lld ms", whole / 1000, whole % 1000);
+  else std::snprintf(buf, sizeof buf, "%lld ms", whole);
+  return buf;
+}
+
+/// What the paused-holder story's drawing shows, in words.
+inline std::string paused_sentence(const fault_result& f, bool signalled, const std::string& lease_words) {
+  std::string s = "The holder was stopped with SIGSTOP for longer than its " + lease_words + ". ";
+  if (!f.paused_other_acquired)
+    return s + "Nobody else got the lock while it was stopped (its key has no lease), so the two never overlapped.";
+  s += "Its lease ran out on the server, another client took the lock, and the holder, resumed, went on with its "
+       "work as if it still held it: ";
+  s += f.paused_overlap ? "the two critical sections overlapped. " : "yet the two did not overlap. ";
+  if (signalled) s += "The loss signal fired when the holder's process ran again, too late to stop that work. ";
+  s += "Its release reported " + f.paused_release + ". A fencing token checked by the resource is what refuses "
+       "such a late write.";
+  return s;
+}
+
 /// The --hold side: acquires `key` with lease `lease_ms`, prints
 /// "acquired <ns>", works `work_ms` (for ever when negative), prints
-/// "end <ns>", releases and prints "released <what>".
+/// "end <ns>", releases and prints "released <what>". If the hold's loss
+/// signal fires, it prints "lost <ns>" when it does.
 template <class L>
 int hold_main(const std::string& url, const std::string& key, long long lease_ms, long long work_ms) {
   RedisBackend redis(url);
@@ -56,6 +80,10 @@ int hold_main(const std::string& url, const std::string& key, long long lease_ms
   auto hold = lock.acquire();
   std::printf("acquired %lld\n", static_cast<long long>(test::monotonic_ns()));
   std::fflush(stdout);
+  hold.on_lost([] {
+    std::printf("lost %lld\n", static_cast<long long>(test::monotonic_ns()));
+    std::fflush(stdout);
+  });
   if (work_ms < 0) {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   }
@@ -92,78 +120,152 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
         self, std::vector<std::string>{"--hold", f.combination, url, k, std::to_string(lease.count()),
                                        std::to_string(work_ms)});
   };
+  // The holder's next line but "lost <ns>" lines (noted in `lost`),
+  // which must start with `word`; the number after it.
+  std::optional<std::int64_t> lost;
   auto expect = [&](test::child_process& c, std::string_view word) {
     auto line = c.read_line(seconds(20));
+    while (line.rfind("lost ", 0) == 0) {
+      lost = std::stoll(line.substr(5));
+      line = c.read_line(seconds(20));
+    }
     if (line.substr(0, word.size()) != word)
       throw std::runtime_error(f.combination + ": the holder process said '" + line + "', not " + std::string(word));
     return line.size() > word.size() ? std::stoll(line.substr(word.size() + 1)) : 0LL;
   };
+  const bool fixed_lease = R::expires && !R::renews;
+  const auto lease_ns = static_cast<std::int64_t>(f.lease_ms * 1e6);
+  const std::string lease_words = fmt_ms(f.lease_ms) + " lease";
   const auto wait_limit = lease * 3 + milliseconds(500);
   f.waited_ms = static_cast<double>(wait_limit.count());
 
   {  // Killed: SIGKILL, then another client waits for the lock.
     auto holder = child(key + ":killed", -1);
-    expect(*holder, "acquired");
+    auto started = expect(*holder, "acquired");
+    timeline story("killed", "a holder killed (SIGKILL) while it holds", started);
     holder->kill();
     auto t0 = test::monotonic_ns();
+    story.hold("holder", started, t0);
+    story.event("holder", t0, "kill", "SIGKILL");
+    if (fixed_lease) story.event("holder", started + lease_ns, "lease_end", "its lease ends");
     L lock(redis, key + ":killed", {}, with_lease<L>(lease));
     if (auto h = lock.try_acquire_for(wait_limit)) {
       f.killed_freed_ms = ms_since(t0);
+      auto got = test::monotonic_ns();
+      std::this_thread::sleep_for(milliseconds(20));  // its work, so that its hold shows
       h->release();
+      story.hold("another client", got, test::monotonic_ns());
+      story.say("The holder was killed with the lock held, and released nothing; another client, waiting from the "
+                "kill, got the lock " + fmt_ms(*f.killed_freed_ms) + " later: the " + lease_words +
+                " ran out on the server." );
+    } else {
+      story.event("another client", t0 + static_cast<std::int64_t>(f.waited_ms * 1e6), "refused", "gave up");
+      story.say("The holder was killed with the lock held, and its key has no lease: another client waited " +
+                fmt_ms(f.waited_ms) + " and gave up. Nothing frees the lock but a person.");
     }
+    f.timelines.push_back(std::move(story));
   }
   {  // Paused: SIGSTOP past the lease, another client takes its turn, SIGCONT.
     auto holder = child(key + ":paused", static_cast<long long>(lease.count()) * 2);
-    test::hold_history history;
+    lost.reset();
     auto started = expect(*holder, "acquired");
+    timeline story("paused", "a holder stopped (SIGSTOP) past its lease, then resumed", started);
     ::kill(holder->pid(), SIGSTOP);
+    story.event("holder", test::monotonic_ns(), "stop", "SIGSTOP");
+    if (fixed_lease) story.event("holder", started + lease_ns, "lease_end", "its lease ends");
     L lock(redis, key + ":paused", {}, with_lease<L>(lease));
     if (auto h = lock.try_acquire_for(wait_limit)) {
       auto mine = test::monotonic_ns();
       std::this_thread::sleep_for(milliseconds(50));
-      history.add(test::hold_span{"paused", "other", mine, test::monotonic_ns()});
+      story.hold("another client", mine, test::monotonic_ns());
       f.paused_other_acquired = true;
       std::error_code ec;
       h->release(ec);
     }
     ::kill(holder->pid(), SIGCONT);
+    story.event("holder", test::monotonic_ns(), "cont", "SIGCONT");
     auto ended = expect(*holder, "end");
-    history.add(test::hold_span{"paused", "paused", started, ended});
+    story.hold("holder", started, ended);
     auto line = holder->read_line(seconds(20));
+    while (line.rfind("lost ", 0) == 0) {
+      lost = std::stoll(line.substr(5));
+      line = holder->read_line(seconds(20));
+    }
     f.paused_release = line.substr(0, 9) == "released " ? line.substr(9) : line;
-    f.paused_overlap = !history.overlaps().empty();
+    if (lost) story.event("holder", *lost, "lost", "loss signal");
+    story.event("holder", ended, f.paused_release == "ok" ? "release" : "refused", "release: " + f.paused_release);
+    f.paused_overlap = !story.overlaps().empty();
+    story.say(paused_sentence(f, lost.has_value(), lease_words));
+    f.timelines.push_back(std::move(story));
   }
   if constexpr (R::expires && !R::renews) {  // Late release: only a lease nobody renews runs out under its holder.
     L first(redis, key + ":late", {}, with_lease<L>(lease));
     auto h = first.acquire();
+    const auto started = test::monotonic_ns();
+    timeline story("late", "a holder that works past its fixed lease, then releases", started);
+    story.event("first holder", started + lease_ns, "lease_end", "its lease ends");
     std::this_thread::sleep_for(lease + milliseconds(50));
     RedisBackend other_backend(url);
     L second(other_backend, key + ":late", {}, with_lease<L>(seconds(30)));
     auto h2 = second.try_acquire_for(wait_limit);
     if (!h2) throw std::runtime_error(f.combination + ": nobody could take the expired lock");
+    const auto second_got = test::monotonic_ns();
+    std::this_thread::sleep_for(milliseconds(50));  // the first holder's work goes on meanwhile
     first.set_error_handler([](std::error_code, const std::string&) {});
     std::error_code ec;
+    const auto release_sent = test::monotonic_ns();
     h.release(ec);
+    story.hold("first holder", started, release_sent);
     f.late_release_deleted_other = redis.command(redis::request().push("EXISTS", key + ":late")).integer == 0;
+    story.event("first holder", release_sent, *f.late_release_deleted_other ? "kill" : "refused",
+                *f.late_release_deleted_other ? "its release deletes the other's key" : "release refused: not its key");
     second.set_error_handler([](std::error_code, const std::string&) {});
     h2->release(ec);
+    story.hold("second client", second_got, test::monotonic_ns());
+    story.say(*f.late_release_deleted_other
+                  ? "The first holder's " + lease_words + " ran out while it still worked; a second client took the "
+                    "lock, and the first one's release, which checks no owner, deleted the second client's key: a third "
+                    "client could now get in beside it."
+                  : "The first holder's " + lease_words + " ran out while it still worked, and a second client took "
+                    "the lock: the two overlapped. The first one's release checked the owner and left the second "
+                    "client's key alone.");
+    f.timelines.push_back(std::move(story));
   }
   if constexpr (reads_wall_clock<typename L::ownership_type>) {
     using O = typename L::ownership_type;
     L honest(redis, key + ":skew", {}, with_lease<L>(lease));
     auto h = honest.acquire();
+    const auto started = test::monotonic_ns();
+    timeline story("skew", "a client whose wall clock runs ahead tries the lock", started);
     O fast;
     f.skew_s = 2 * duration<double>(lease).count();
     fast.wall_clock = [skew = f.skew_s, real = O{}.wall_clock] { return real() + skew; };
     RedisBackend other_backend(url);
     L skewed(other_backend, key + ":skew", fast, with_lease<L>(lease));
     // One try, made while the honest hold is young: its lease has most of its time left.
+    const auto tried = test::monotonic_ns();
+    story.event("clock ahead", tried, "skew", "clock +" + fmt_ms(f.skew_s * 1000));
     f.skewed_clock_stole = skewed.try_lock();
+    const auto answered = test::monotonic_ns();
+    std::this_thread::sleep_for(milliseconds(20));
     std::error_code ec;
     skewed.set_error_handler([](std::error_code, const std::string&) {});
     honest.set_error_handler([](std::error_code, const std::string&) {});
-    if (*f.skewed_clock_stole) skewed.unlock(ec);
+    if (*f.skewed_clock_stole) {
+      skewed.unlock(ec);
+      story.hold("clock ahead", answered, test::monotonic_ns());
+    } else {
+      story.event("clock ahead", answered, "refused", "refused");
+    }
     h.release(ec);
+    story.hold("honest holder", started, test::monotonic_ns());
+    story.say(*f.skewed_clock_stole
+                  ? "The lock's key stores when it expires, read against each client's own clock. A client whose "
+                    "clock ran " + fmt_ms(f.skew_s * 1000) + " ahead read the honest holder's key as expired and took "
+                    "the lock while the holder still worked."
+                  : "A client whose clock ran " + fmt_ms(f.skew_s * 1000) + " ahead tried the lock while the honest "
+                    "holder worked, and was refused.");
+    f.timelines.push_back(std::move(story));
   }
   return f;
 }

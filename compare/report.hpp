@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "timeline.hpp"
+
 namespace dlock::compare {
 
 /// Percentiles of a set of durations, in microseconds.
@@ -68,6 +70,8 @@ struct fault_result {
   /// client clock.
   std::optional<bool> skewed_clock_stole;
   double skew_s = 0;
+  /// Each story as it happened, for the report page.
+  std::vector<timeline> timelines;
 };
 
 /// Everything measured for one combination.

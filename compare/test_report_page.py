@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""report_page.py on hand-made hold histories: a red overlap exactly where
+the timeline records one, as wide as its length on the time axis, and
+nowhere else; lanes named; one figure per story. No Redis needed.
+
+usage: test_report_page.py REPORT_PAGE_PY
+"""
+import importlib.util
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+spec = importlib.util.spec_from_file_location("report_page", sys.argv[1])
+page = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(page)
+
+SVG = "{http://www.w3.org/2000/svg}"
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def rects(svg, cls):
+    return [r for r in ET.fromstring(svg).iter(SVG + "rect") if r.get("class") == cls]
+
+
+def texts(svg, cls):
+    return [t.text for t in ET.fromstring(svg).iter(SVG + "text") if t.get("class") == cls]
+
+
+paused = {
+    "story": "paused", "title": "paused holder", "sentence": "The holder was stopped past its lease.",
+    "lanes": [
+        {"name": "holder", "holds": [{"start_ms": 0, "end_ms": 800}],
+         "events": [{"at_ms": 5, "kind": "stop", "label": "SIGSTOP"},
+                    {"at_ms": 300, "kind": "lease_end", "label": "lease ends"},
+                    {"at_ms": 700, "kind": "cont", "label": "SIGCONT"}]},
+        {"name": "other client", "holds": [{"start_ms": 500, "end_ms": 650}]},
+    ],
+    "overlaps": [{"start_ms": 500, "end_ms": 650, "lanes": ["holder", "other client"]}],
+}
+killed = {
+    "story": "killed", "title": "killed holder", "sentence": "The holder was killed; the lock came back with its lease.",
+    "lanes": [
+        {"name": "holder", "holds": [{"start_ms": 0, "end_ms": 20}], "events": [{"at_ms": 20, "kind": "kill", "label": "SIGKILL"}]},
+        {"name": "other client", "holds": [{"start_ms": 310, "end_ms": 330}]},
+    ],
+    "overlaps": [],
+}
+
+svg = page.render_timeline(paused)
+scale = page.Scale(paused)
+red = rects(svg, "overlap")
+check(len(red) == 1, f"one red region where one overlap is recorded, not {len(red)}")
+if red:
+    check(abs(float(red[0].get("width")) - 150 * scale.px) < 0.01,
+          f"the red region is {red[0].get('width')} px wide, not 150 ms = {150 * scale.px:.2f} px")
+    check(abs(float(red[0].get("x")) - scale.x(500)) < 0.01, "the red region starts where the overlap does")
+    check(float(red[0].get("data-ms")) == 150, "the red region says its length")
+check(texts(svg, "overlap-label") == ["overlap 150 ms"], f"the overlap's label: {texts(svg, 'overlap-label')}")
+check(texts(svg, "lane-name") == ["holder", "other client"], f"lanes named: {texts(svg, 'lane-name')}")
+holds = rects(svg, "hold")
+check(len(holds) == 2, "one bar per hold")
+check(abs(float(holds[0].get("width")) - 800 * scale.px) < 0.01, "a hold's bar is as long as the hold")
+check({e for e in texts(svg, "event")} == {"SIGSTOP", "lease ends", "SIGCONT"}, "the events are labelled")
+
+svg = page.render_timeline(killed)
+check(rects(svg, "overlap") == [], "no red region where none is recorded")
+check(texts(svg, "overlap-label") == [], "no overlap label where none is recorded")
+
+# Red follows the record, not the bars: holds that touch but are recorded
+# as not overlapping get none; an overlap recorded between one lane pair
+# spans those lanes only.
+three = {"story": "s", "lanes": [{"name": n, "holds": [{"start_ms": a, "end_ms": b}]}
+                                 for n, a, b in [("a", 0, 100), ("b", 100, 200), ("c", 150, 250)]],
+         "overlaps": [{"start_ms": 150, "end_ms": 200, "lanes": ["b", "c"]}]}
+svg = page.render_timeline(three)
+red = rects(svg, "overlap")
+check(len(red) == 1, "one overlap in three lanes")
+if red:
+    check(float(red[0].get("y")) > page.lane_y(1) - 0.01, "the red region starts at lane b, not a")
+
+html = page.render_page({"faults": [{"combination": "token/fixed/spin", "timelines": [paused, killed]}]})
+check(len(re.findall(r'<figure class="story"', html)) == 2, "one figure per story")
+check(html.count('class="overlap"') == 1, "one red region on the page")
+check("two holders at once." in html and "never two holders." in html, "each figure has its verdict")
+check("<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""),
+      "no script, no fetch")
+
+for f in failures:
+    print("FAILED:", f)
+print(f"test_report_page: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
