@@ -404,6 +404,7 @@ def main():
     check_renewals(data, r.stdout)
     check_phases.check_permits(data, r.stdout, fail)
     check_phases.check_readers(data, r.stdout, fail)
+    check_phases.check_report_page(data, out, r.stderr, fail)
     check_plots(plot, out)
     check_shared_server(exe, out + "-shared")
     check_backends(exe, out + "-backends")

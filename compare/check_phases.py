@@ -62,3 +62,21 @@ def check_timelines(pair, f, fail):
         if overlapped != verdict:
             fail(f"{pair}: the {t['story']} timeline's overlaps {t['overlaps']} disagree with its verdict {verdict}")
 
+
+def check_report_page(data, out, stderr, fail):
+    """The run drew itself: report.html beside compare.json, one figure per
+    story, a red region per overlap the JSON records and no other, no
+    script."""
+    import os
+    path = os.path.join(out, "report.html")
+    if not os.path.exists(path) or f"wrote {path}" not in stderr:
+        fail(f"no report page at {path}, or the run did not say so")
+    page = open(path).read()
+    stories = [t for f in data["faults"] for t in f["timelines"]]
+    overlaps = sum(len(t["overlaps"]) for t in stories)
+    if page.count('<figure class="story"') != len(stories) or page.count('class="overlap"') != overlaps:
+        fail(f"report page: {page.count('<figure class=' + chr(34) + 'story')} figures and "
+             f"{page.count('class=' + chr(34) + 'overlap' + chr(34))} red regions, expected {len(stories)} "
+             f"and {overlaps}")
+    if "<script" in page:
+        fail("report page: it has a script")

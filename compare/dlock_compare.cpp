@@ -285,6 +285,9 @@ std::vector<fault_result> fault_phase(const options& o, const counts& n, dlock::
   return faults;
 }
 
+// Where report.html goes: --report's folder, else beside compare.json.
+std::string report_dir(const options& o) { return o.report_dir.empty() ? o.out_dir : o.report_dir; }
+
 int run(const options& o) {
   const auto n = counts_for(o);
   if (!has(o.backends, "single")) {
@@ -293,6 +296,7 @@ int run(const options& o) {
     std::printf("%s", backends_table(backends).c_str());
     write_json(o.out_dir, json(base_environment(o), {}, reference_result{"", "only other backends than single ran", {}},
                                {}, backends));
+    write_report(std::filesystem::read_symlink("/proc/self/exe"), o.out_dir, report_dir(o));
     return 0;
   }
   std::optional<dlock::test::redis_server> private_server;
@@ -357,6 +361,7 @@ int run(const options& o) {
   std::printf("%s", backends_table(backends).c_str());
   write_json(o.out_dir, json(env, rows, ref, faults, backends, renewals ? renewals_json(*renewals) : "null",
                              permits ? permits_json(*permits) : "null", readers ? readers_json(*readers) : "null"));
+  write_report(self, o.out_dir, report_dir(o));
   return 0;
 }
 

@@ -9,10 +9,11 @@ std::string usage() {
   return "usage: dlock-compare [--redis URL] [--filter PATTERN] [--quick | --thorough] [--seconds S]\n"
          "                     [--placement same|split|free] [--backend single,sentinel,cluster,tls,\n"
          "                                redlock3,redlock5]\n"
-         "                     [--out DIR] [--list]\n"
+         "                     [--out DIR] [--report DIR] [--list]\n"
          "\n"
          "Compares every lock combination dlock compiles, on one Redis, and writes\n"
-         "a table to stdout and every figure to DIR/compare.json.\n"
+         "a table to stdout, every figure to DIR/compare.json, and the run drawn to\n"
+         "DIR/report.html.\n"
          "\n"
          "  --redis URL       use this server (keys under a prefix of the run's own,\n"
          "                    deleted afterwards); default: a private redis-server\n"
@@ -54,6 +55,8 @@ std::string usage() {
          "                    killed up to a minority and one more, one node\n"
          "                    stalled, and the node-restart story as fault rows\n"
          "  --out DIR         where compare.json goes (default: compare-out)\n"
+         "  --report DIR      where report.html goes, the run drawn: each fault story as a\n"
+         "                    timeline, overlaps in red (default: beside compare.json)\n"
          "  --list            print the combinations and exit\n";
 }
 
@@ -75,6 +78,8 @@ std::optional<options> parse_options(const std::vector<std::string_view>& args, 
       if (!value(o.filter)) return std::nullopt;
     } else if (a == "--out") {
       if (!value(o.out_dir)) return std::nullopt;
+    } else if (a == "--report") {
+      if (!value(o.report_dir)) return std::nullopt;
     } else if (a == "--seconds") {
       std::string text;
       if (!value(text)) return std::nullopt;

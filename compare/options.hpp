@@ -17,6 +17,7 @@ struct options {
   std::string redis_url;   ///< empty: start a private redis-server
   std::string filter;      ///< substring of combination names; empty: all
   std::string out_dir = "compare-out";
+  std::string report_dir;  ///< where report.html goes; empty: out_dir
   depth how = depth::normal;
   double seconds = 0;      ///< each contention run's length; 0: the depth's
   /// Where the uncontended phase runs the server and this program (and

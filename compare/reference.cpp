@@ -1,4 +1,5 @@
 #include "reference.hpp"
+#include "run_plan.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -15,12 +16,7 @@ namespace {
 // first on PATH without the module.
 constexpr const char* python = "/usr/bin/python3";
 
-std::filesystem::path find_script(const std::filesystem::path& self) {
-  auto dir = self.parent_path();
-  for (auto p : {dir / "redis_py_lock.py", dir.parent_path() / "share" / "dlock" / "redis_py_lock.py"})
-    if (std::filesystem::exists(p)) return p;
-  return {};
-}
+std::filesystem::path find_script(const std::filesystem::path& self) { return find_beside(self, "redis_py_lock.py"); }
 
 // Runs the script with `args` to its end; its output, and its exit status in `rc`.
 std::string run_script(const std::filesystem::path& script, std::vector<std::string> args, int& rc) {

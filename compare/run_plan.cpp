@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <support/child_process.hpp>
+
 #include "build_info.hpp"
 
 namespace dlock::compare {
@@ -99,7 +101,39 @@ void write_json(const std::string& out_dir, const std::string& json) {
   std::filesystem::create_directories(out_dir);
   auto path = std::filesystem::path(out_dir) / "compare.json";
   std::ofstream(path) << json;
+  std::fflush(stdout);  // the table first, when both go to one file
   std::fprintf(stderr, "wrote %s\n", path.c_str());
+}
+
+std::filesystem::path find_beside(const std::filesystem::path& self, const std::string& name) {
+  auto dir = self.parent_path();
+  for (auto p : {dir / name, dir.parent_path() / "share" / "dlock" / name})
+    if (std::filesystem::exists(p)) return p;
+  return {};
+}
+
+bool write_report(const std::filesystem::path& self, const std::string& out_dir, const std::string& page_dir) {
+  auto script = find_beside(self, "report_page.py");
+  if (script.empty()) {
+    std::fprintf(stderr, "no report page: report_page.py is not beside %s\n", self.c_str());
+    return false;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(page_dir, ec);
+  const auto json = std::filesystem::path(out_dir) / "compare.json";
+  const auto page = std::filesystem::path(page_dir) / "report.html";
+  test::child_process child("/usr/bin/python3", {script.string(), json.string(), page.string()});
+  bool complete = false;
+  auto out = child.read_rest(std::chrono::minutes(1), complete);
+  if (!complete) child.kill();
+  const int rc = child.wait();
+  if (!complete || rc != 0) {
+    std::fprintf(stderr, "no report page: report_page.py %s (exit %d)%s%s\n", complete ? "failed" : "timed out", rc,
+                 out.empty() ? "" : ": ", out.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "wrote %s\n", page.c_str());
+  return true;
 }
 
 void progress::step(const std::string& what) {

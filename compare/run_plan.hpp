@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,17 @@ std::size_t delete_keys(RedisBackend& redis, const std::string& prefix);
 
 /// Writes `json` to DIR/compare.json and says so on stderr.
 void write_json(const std::string& out_dir, const std::string& json);
+
+/// A script of dlock-compare's (`name`): beside the program `self` (the
+/// build copies it there), or in share/dlock when installed; empty if
+/// neither has it.
+std::filesystem::path find_beside(const std::filesystem::path& self, const std::string& name);
+
+/// Draws OUT_DIR/compare.json as PAGE_DIR/report.html with report_page.py
+/// (Debian's /usr/bin/python3) and says where on stderr; returns false,
+/// having said why on stderr, when it could not (the run's table and JSON
+/// stand without it).
+bool write_report(const std::filesystem::path& self, const std::string& out_dir, const std::string& page_dir);
 
 /// Progress on stderr: what runs now, the time so far, and an estimate of
 /// what is left (from the average so far).
