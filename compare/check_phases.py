@@ -73,10 +73,14 @@ def check_report_page(data, out, stderr, fail):
         fail(f"no report page at {path}, or the run did not say so")
     page = open(path).read()
     stories = [t for f in data["faults"] for t in f["timelines"]]
-    overlaps = sum(len(t["overlaps"]) for t in stories)
-    if page.count('<figure class="story"') != len(stories) or page.count('class="overlap"') != overlaps:
-        fail(f"report page: {page.count('<figure class=' + chr(34) + 'story')} figures and "
-             f"{page.count('class=' + chr(34) + 'overlap' + chr(34))} red regions, expected {len(stories)} "
+    strips = [r["strip"] for c in data["combinations"] for r in c["contention"] if r.get("strip")]
+    if len(strips) != len(data["combinations"]) or any(len(s["lanes"]) != 8 for s in strips):
+        fail(f"contention strips: {len(strips)} for {len(data['combinations'])} combinations, each of 8 lanes")
+    overlaps = sum(len(t["overlaps"]) for t in stories + strips)
+    figures = page.count('<figure class="story"')
+    red = page.count('class="overlap"')
+    if figures != len(stories) + len(strips) or red != overlaps:
+        fail(f"report page: {figures} figures and {red} red regions, expected {len(stories) + len(strips)} "
              f"and {overlaps}")
     if "<script" in page:
         fail("report page: it has a script")

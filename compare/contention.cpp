@@ -89,7 +89,18 @@ contention_result contend(RedisBackend& redis, const std::string& name, const st
   }
   auto after = totals_of(redis);
   auto v = redis.command(redis::request().push("GET", counter));
+  std::optional<timeline> strip;
+  if (workers == 8 && !cycles.empty()) {
+    // Every worker's lane, those that never got the lock too (the names
+    // run_workers gives: p<process>.<thread>).
+    std::vector<std::string> names;
+    for (int p = 0; p < 2; ++p)
+      for (int t = 0; t < workers / 2 + (p < workers % 2 ? 1 : 0); ++t)
+        names.push_back("p" + std::to_string(p) + "." + std::to_string(t));
+    strip = strip_of(cycles, names);
+  }
   auto r = summarize(workers, duration, std::move(cycles), history, v.is_null() ? 0 : std::stoll(v.str), ping_us);
+  r.strip = std::move(strip);
   r.errors = errors.size();
   for (std::size_t i = 0; i < errors.size() && i < 3; ++i) std::fprintf(stderr, "  %s: %s\n", name.c_str(), errors[i].c_str());
   // The INFO that took `before` counts in `after`; the critical section is two commands.
@@ -159,6 +170,30 @@ contention_result summarize(int workers, std::int64_t duration_ns, std::vector<c
   c.overlaps = history.overlaps().size();
   c.lost_updates = static_cast<long long>(c.cycles) - counter;
   return c;
+}
+
+timeline strip_of(std::vector<cycle> cycles, const std::vector<std::string>& workers) {
+  std::sort(cycles.begin(), cycles.end(), [](const cycle& a, const cycle& b) { return a.acquired < b.acquired; });
+  // Up to 60 holds from the middle of the run (cycles are in acquire
+  // order), and no more than a second of it: enough to see who gets the
+  // lock and the gaps between holds, few enough to see each bar.
+  const std::size_t from = cycles.size() > 60 ? cycles.size() / 2 - 30 : 0;
+  const auto t0 = cycles[from].acquired;
+  timeline strip("contention", std::to_string(workers.size()) + " workers on one lock", t0);
+  for (auto& name : workers) strip.add_lane(name);
+  std::size_t shown = 0;
+  std::int64_t end = t0;
+  for (std::size_t i = from; i < cycles.size() && shown < 60 && cycles[i].acquired - t0 < 1'000'000'000; ++i, ++shown) {
+    strip.hold(cycles[i].worker, cycles[i].acquired, cycles[i].release_sent);
+    end = std::max(end, cycles[i].release_sent);
+  }
+  char words[320];
+  std::snprintf(words, sizeof words,
+                "%.1f ms from the middle of the run: %zu holds. A bar is a hold, from its acquire's answer to its "
+                "release's send; the white between two bars, the time from one release to the next acquire.",
+                static_cast<double>(end - t0) / 1e6, shown);
+  strip.say(words);
+  return strip;
 }
 
 }  // namespace dlock::compare

@@ -159,6 +159,10 @@ double info_number(const std::string& text, const std::string& field);
 contention_result summarize(int workers, std::int64_t duration_ns, std::vector<cycle> cycles,
                             const test::hold_history& history, std::int64_t counter, double ping_us);
 
+/// A window of `cycles` (of the run's `workers`, by name: a lane each) as a
+/// timeline: up to 60 holds, at most a second, from the middle of the run.
+timeline strip_of(std::vector<cycle> cycles, const std::vector<std::string>& workers);
+
 /// Parses "cycle ..." lines into `cycles` and the history (lock `lock`);
 /// returns the "error ..." lines.
 std::vector<std::string> collect(const std::string& output, const std::string& lock, std::vector<cycle>& cycles,

@@ -54,6 +54,9 @@ struct contention_result {
   std::size_t overlaps = 0;     ///< holds that began before the previous one ended
   long long lost_updates = 0;   ///< cycles minus the counter's final value
   std::size_t errors = 0;       ///< failed operations reported by workers
+  /// A window from the middle of the 8-worker run, for the report page:
+  /// a lane per worker, its holds as bars.
+  std::optional<timeline> strip;
 };
 
 /// The fault stories of one ownership and renewal pair (see faults.hpp).

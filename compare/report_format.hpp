@@ -76,7 +76,8 @@ inline std::string contention_json(const contention_result& c, double ping_us) {
          ", \"commands_by_name\": " + by_name_json(c.commands_by_name) +
          ", \"server_cpu_us_per_acquisition\": " + number(c.server_cpu_us_per_acquisition) +
          ", \"overlaps\": " + std::to_string(c.overlaps) + ", \"lost_updates\": " + std::to_string(c.lost_updates) +
-         ", \"errors\": " + std::to_string(c.errors) + "}";
+         ", \"errors\": " + std::to_string(c.errors) +
+         (c.strip ? ",\n         \"strip\": " + c.strip->json() : std::string()) + "}";
 }
 
 }  // namespace dlock::compare::format

@@ -190,8 +190,9 @@ def render_timeline(timeline, width=WIDTH):
     while t <= scale.t0 + scale.span + 1e-9:
         x = scale.x(t)
         out.append(f'<line x1="{x:.2f}" x2="{x:.2f}" y1="{axis_y}" y2="{axis_y + 4}" stroke="#444444"/>')
+        decimals = 0 if step >= 1 else max(0, -math.floor(math.log10(step)))
         out.append(f'<text class="tick" x="{x:.2f}" y="{axis_y + 16}" text-anchor="middle" font-size="10" '
-                   f'fill="#444444">{fmt_ms(t)}</text>')
+                   f'fill="#444444">{t:,.{decimals}f} ms</text>')
         t += step
     out.append("</svg>")
     return "\n".join(out)
@@ -252,6 +253,18 @@ def render_page(data):
         for combination, timelines in stories.items():
             parts.append(f"<h2>{html.escape(combination)}</h2>")
             parts += [render_figure(t) for t in timelines]
+    strips = [(c["name"], r["strip"]) for c in data.get("combinations", []) for r in c.get("contention", [])
+              if r.get("strip")]
+    if strips:
+        parts.append("<h2>Contention</h2>")
+        parts.append("<p>Eight workers in two processes take one lock over and over, each holding it for a short "
+                     "critical section. Each strip is a window from the middle of that run: a lane per worker. "
+                     "Who gets the lock next, and how long the lock lies idle between two holders, is the wait "
+                     "policy's doing: a spin's sleeps leave gaps and favour whoever polls at the right moment, "
+                     "pub/sub wakes every waiter at once, a FIFO line hands the lock on in order.</p>")
+        for name, strip in strips:
+            strip = dict(strip, title=name)
+            parts.append(render_figure(strip))
     parts.append("</body></html>")
     return "\n".join(parts)
 

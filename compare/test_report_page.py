@@ -83,8 +83,15 @@ check(len(red) == 1, "one overlap in three lanes")
 if red:
     check(float(red[0].get("y")) > page.lane_y(1) - 0.01, "the red region starts at lane b, not a")
 
-html = page.render_page({"faults": [{"combination": "token/fixed/spin", "timelines": [paused, killed]}]})
-check(len(re.findall(r'<figure class="story"', html)) == 2, "one figure per story")
+strip = {"story": "contention", "title": "8 workers on one lock", "sentence": "a window",
+         "lanes": [{"name": f"p0.w{i}", "holds": [{"start_ms": i * 10, "end_ms": i * 10 + 8}]} for i in range(8)],
+         "overlaps": []}
+html = page.render_page({"faults": [{"combination": "token/fixed/spin", "timelines": [paused, killed]}],
+                         "combinations": [{"name": "token/fixed/spin", "contention": [{"workers": 2},
+                                                                                     {"workers": 8, "strip": strip}]}]})
+check(len(re.findall(r'<figure class="story" data-story="(paused|killed)"', html)) == 2, "one figure per story")
+check(len(re.findall(r'<figure class="story" data-story="contention"', html)) == 1, "one strip per combination")
+check("<h3>token/fixed/spin</h3>" in html, "a strip is titled by its combination")
 check(html.count('class="overlap"') == 1, "one red region on the page")
 check("two holders at once." in html and "never two holders." in html, "each figure has its verdict")
 check("<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""),

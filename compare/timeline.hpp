@@ -27,6 +27,9 @@ class timeline {
   /// An event on `lane` at `at_ns`: kind is one of kill, stop, cont,
   /// lease_end, lost, refused, skew (report_page.py draws each).
   void event(const std::string& lane, std::int64_t at_ns, std::string kind, std::string label);
+  /// A lane named `name`, empty until something happens on it (so that
+  /// lanes keep an order of the caller's, idle ones included).
+  void add_lane(const std::string& name) { lane(name); }
   /// What happened, in a sentence or two, under the drawing.
   void say(std::string sentence) { sentence_ = std::move(sentence); }
 
