@@ -17,11 +17,18 @@ Times are ms from the story's start. The overlaps are the hold-history
 checker's (tests/support/hold_history.hpp), drawn where it found them and
 nowhere else: the drawing computes none of its own.
 
+The page also carries the run's tables (every combination's figures, the
+fault verdicts) and its plots: plot_compare.py, found beside this file, is
+run into the page's folder and its SVG files are put inline (when
+python3-matplotlib is missing, the page says so and goes without them).
+
 usage: report_page.py COMPARE_JSON OUT_HTML
 """
 import html
 import json
 import math
+import os
+import subprocess
 import sys
 
 WIDTH = 760          # the SVG's width, px
@@ -207,6 +214,10 @@ figure { margin: 0.5em 0 1.5em; }
 figcaption { color: #333; max-width: 760px; }
 .verdict-bad { color: #b71c1c; font-weight: bold; }
 .verdict-good { color: #1b5e20; font-weight: bold; }
+table.figures { border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }
+table.figures th, table.figures td { border-bottom: 1px solid #e0e0e0; padding: 2px 8px; text-align: right; }
+table.figures th:first-child, table.figures td:first-child, table.figures td:nth-child(2) { text-align: left; }
+figure.plot svg { max-width: 100%; height: auto; }
 .legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; }
 .legend > span { white-space: nowrap; }
 """
@@ -233,20 +244,100 @@ def render_figure(timeline):
             f'<figcaption>{verdict}{html.escape(timeline.get("sentence", ""))}</figcaption></figure>')
 
 
-def render_page(data):
-    """The whole page for a compare.json."""
+def cell(v, fmt="{:,.0f}"):
+    return "&ndash;" if v is None else html.escape(fmt.format(v) if not isinstance(v, str) else v)
+
+
+def render_tables(data):
+    """The run's figures as HTML tables: each combination's, then the
+    fault verdicts."""
+    rows = []
+    for c in data.get("combinations", []):
+        by_w = {r["workers"]: r for r in c.get("contention", [])}
+        w8 = by_w.get(8, {})
+        rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in (
+            html.escape(c.get("name", "")), html.escape(c.get("reproduces", "")),
+            cell(c.get("uncontended", {}).get("p50_ping"), "{:.2f}"), cell(w8.get("cycles_per_s")),
+            cell(w8.get("handoffs_per_s")), cell(w8.get("commands_per_acquisition"), "{:.1f}"),
+            cell(w8.get("overlaps")), cell(w8.get("lost_updates")))) + "</tr>")
+    out = []
+    if rows:
+        out.append("<h2>Every combination</h2><p>The uncontended cycle (one acquire and one release) in PING round "
+                   "trips measured in the same run; the rest from the run with 8 workers on one lock.</p>")
+        out.append('<table class="figures"><tr><th>combination</th><th>reproduces</th><th>cycle p50 / PING</th>'
+                   "<th>cycles/s (8 workers)</th><th>hand-offs/s</th><th>commands / acquisition</th>"
+                   "<th>overlaps</th><th>lost updates</th></tr>" + "".join(rows) + "</table>")
+    faults = data.get("faults", [])
+    if faults:
+        yes_no = {True: "yes", False: "no", None: None}
+        out.append("<h2>Fault verdicts</h2>")
+        out.append('<table class="figures"><tr><th>ownership / renewal</th><th>killed holder: freed after</th>'
+                   "<th>paused holder: overlap</th><th>its release</th><th>late release deleted the next key</th>"
+                   "<th>fast clock stole</th></tr>" + "".join(
+                       "<tr>" + "".join(f"<td>{x}</td>" for x in (
+                           html.escape(f["combination"].rsplit("/", 1)[0]),
+                           cell(f.get("killed_freed_ms"), "{:,.0f} ms") if f.get("killed_freed_ms") is not None
+                           else "never",
+                           cell(yes_no[f.get("paused_overlap")]), html.escape(f.get("paused_release", "")),
+                           cell(yes_no[f.get("late_release_deleted_other")]),
+                           cell(yes_no[f.get("skewed_clock_stole")]))) +
+                       "</tr>" for f in faults) + "</table>")
+    return "\n".join(out)
+
+
+def inline_svg(text):
+    """A saved SVG file's text as an element to put in a page (without its
+    XML declaration and doctype)."""
+    at = text.find("<svg")
+    return text[at:] if at >= 0 else ""
+
+
+def draw_plots(json_path, out_dir):
+    """Runs plot_compare.py (beside this file) into out_dir: the plots'
+    titles and SVG elements, or the reason there are none."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plot_compare.py")
+    if not os.path.exists(script):
+        return [], "plot_compare.py is not beside report_page.py"
+    try:
+        r = subprocess.run(["/usr/bin/python3", script, json_path, out_dir], capture_output=True, text=True,
+                           timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return [], f"plot_compare.py did not run: {e}"
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        return [], f"plot_compare.py failed ({last}); ./dev plot installs python3-matplotlib"
+    plots = []
+    for name, title in (("uncontended.svg", "The uncontended cycle"), ("handoff.svg", "Hand-off under contention"),
+                        ("commands.svg", "Server work per acquisition")):
+        path = os.path.join(out_dir, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                plots.append((title, inline_svg(f.read())))
+    return plots, ""
+
+
+def render_page(data, plots=(), no_plots=""):
+    """The whole page for a compare.json, with `plots` (title, SVG
+    element) or the reason there are none."""
     parts = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
              '<title>dlock-compare: the holds, drawn</title>', f"<style>{STYLE}</style></head><body>",
              "<h1>dlock-compare: the holds, drawn</h1>"]
-    run = data.get("run", {})
-    if run:
-        parts.append(f'<p>{html.escape(str(run.get("redis", "")))} {html.escape(str(run.get("when", "")))}</p>')
+    env = data.get("environment", {})
+    if env:
+        parts.append(f'<p>Redis {html.escape(str(env.get("redis_version", "")))} '
+                     f'({html.escape(str(env.get("redis", "")))}), {env.get("cpu_count", "?")} CPUs, '
+                     f'PING p50 {env.get("ping", {}).get("p50_us", 0):.1f} &micro;s, dlock '
+                     f'{html.escape(str(env.get("dlock_version", "")))} ({html.escape(str(env.get("git_commit", "")))}'
+                     f'){"" if env.get("optimized", True) else ", <b>built without optimization</b>: its speed is not dlock&#39;s"}'
+                     f', {html.escape(str(env.get("depth", "")))} run.</p>')
+        parts.append("<p>Sections: <a href=\"#faults\">fault stories</a>, <a href=\"#contention\">contention</a>, "
+                     "<a href=\"#figures\">figures</a>.</p>")
     stories = {}
     for f in data.get("faults", []):
         if f.get("timelines"):
             stories[f["combination"]] = f["timelines"]
     if stories:
-        parts.append("<h2>Fault stories</h2>")
+        parts.append('<h2 id="faults">Fault stories</h2>')
         parts.append("<p>Each client is a lane; each hold a bar from the moment its acquire was answered to the "
                      "moment its release was sent. Where two holds of one lock overlap, the overlap is red.</p>")
         parts.append(legend())
@@ -256,7 +347,7 @@ def render_page(data):
     strips = [(c["name"], r["strip"]) for c in data.get("combinations", []) for r in c.get("contention", [])
               if r.get("strip")]
     if strips:
-        parts.append("<h2>Contention</h2>")
+        parts.append('<h2 id="contention">Contention</h2>')
         parts.append("<p>Eight workers in two processes take one lock over and over, each holding it for a short "
                      "critical section. Each strip is a window from the middle of that run: a lane per worker. "
                      "Who gets the lock next, and how long the lock lies idle between two holders, is the wait "
@@ -265,6 +356,13 @@ def render_page(data):
         for name, strip in strips:
             strip = dict(strip, title=name)
             parts.append(render_figure(strip))
+    parts.append('<div id="figures"></div>')
+    parts.append(render_tables(data))
+    if plots or no_plots:
+        parts.append("<h2>Plots</h2>")
+        parts += [f'<figure class="plot"><h3>{html.escape(t)}</h3>{svg}</figure>' for t, svg in plots]
+        if no_plots:
+            parts.append(f"<p>No plots: {html.escape(no_plots)}.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -275,8 +373,9 @@ def main(argv):
         return 2
     with open(argv[1]) as f:
         data = json.load(f)
+    plots, no_plots = draw_plots(argv[1], os.path.dirname(os.path.abspath(argv[2])))
     with open(argv[2], "w") as f:
-        f.write(render_page(data))
+        f.write(render_page(data, plots, no_plots))
     print(f"report_page: wrote {argv[2]}")
     return 0
 

@@ -94,6 +94,13 @@ check(len(re.findall(r'<figure class="story" data-story="contention"', html)) ==
 check("<h3>token/fixed/spin</h3>" in html, "a strip is titled by its combination")
 check(html.count('class="overlap"') == 1, "one red region on the page")
 check("two holders at once." in html and "never two holders." in html, "each figure has its verdict")
+check('<table class="figures">' in html and "<td>token/fixed/spin</td>" in html, "the figures' table")
+plots = [("The uncontended cycle", page.inline_svg('<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg id="p"></svg>'))]
+with_plots = page.render_page({}, plots)
+check('<figure class="plot"><h3>The uncontended cycle</h3><svg id="p"></svg></figure>' in with_plots,
+      "a plot goes inline, without its XML declaration")
+check("No plots: matplotlib is missing." in page.render_page({}, [], "matplotlib is missing"),
+      "a page without plots says why")
 check("<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""),
       "no script, no fetch")
 
