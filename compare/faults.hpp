@@ -143,6 +143,7 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     auto holder = child(key + ":killed", -1);
     auto started = expect(*holder, "acquired");
     timeline story("killed", "a holder killed (SIGKILL) while it holds", started);
+    std::this_thread::sleep_for(milliseconds(50));  // a while at its work, so that its hold shows
     holder->kill();
     auto t0 = test::monotonic_ns();
     story.hold("holder", started, t0);
