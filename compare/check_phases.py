@@ -45,8 +45,14 @@ def check_timelines(pair, f, fail):
     """Each story the entry ran has its timeline, drawn from its own
     holds: lanes with holds, and overlaps exactly where the verdicts say."""
     stories = [t["story"] for t in f.get("timelines", [])]
-    expected = ["killed", "paused"] + (["late"] if f["late_release_deleted_other"] is not None else []) + \
+    fenced = f["fenced_late_write_refused"] is not None
+    expected = ["killed", "paused"] + (["paused_fenced"] if fenced else []) + \
+        (["late"] if f["late_release_deleted_other"] is not None else []) + \
         (["skew"] if f["skewed_clock_stole"] is not None else [])
+    fences = f["ownership"] in ("token", "hash", "queue", "semaphore", "rw") and f["renewal"] != "none"
+    if fenced != fences or (fences and f["fenced_late_write_refused"] is not True):
+        fail(f"{pair}: the fenced pause: late write refused {f['fenced_late_write_refused']}, expected "
+             f"{True if fences else None}")
     if stories != expected:
         fail(f"{pair}: timelines {stories}, expected {expected}")
     for t in f.get("timelines", []):
@@ -57,8 +63,11 @@ def check_timelines(pair, f, fail):
                 if not 0 <= h["start_ms"] <= h["end_ms"]:
                     fail(f"{pair}: a hold in {t['story']} ends before it starts: {h}")
         overlapped = bool(t["overlaps"])
-        verdict = {"killed": False, "paused": f["paused_overlap"], "late": True,
+        verdict = {"killed": False, "paused": f["paused_overlap"], "paused_fenced": True, "late": True,
                    "skew": f["skewed_clock_stole"]}[t["story"]]
+        kinds = [e["kind"] for lane in t["lanes"] for e in lane["events"]]
+        if t["story"] == "paused_fenced" and "refused" not in kinds:
+            fail(f"{pair}: the fenced pause's timeline does not mark the refused write: {kinds}")
         if overlapped != verdict:
             fail(f"{pair}: the {t['story']} timeline's overlaps {t['overlaps']} disagree with its verdict {verdict}")
 

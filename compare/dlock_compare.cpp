@@ -172,15 +172,15 @@ bool with_combination(const std::string& name, F&& f) {
 
 // The --hold side of the fault stories (see faults.hpp).
 int hold_mode(const std::vector<std::string_view>& args) {
-  if (args.size() != 5) {
-    std::fprintf(stderr, "dlock-compare --hold: expected 5 arguments\n");
+  if (args.size() != 6 || (args[5] != "fenced" && args[5] != "plain")) {
+    std::fprintf(stderr, "dlock-compare --hold: expected 6 arguments, the last plain or fenced\n");
     return 2;
   }
   int rc = 2;
   with_combination(std::string(args[0]), [&](auto type) {
     using L = typename decltype(type)::type;
     rc = hold_main<L>(std::string(args[1]), std::string(args[2]), std::stoll(std::string(args[3])),
-                      std::stoll(std::string(args[4])));
+                      std::stoll(std::string(args[4])), args[5] == "fenced");
   });
   return rc;
 }

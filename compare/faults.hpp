@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 #include <dlock/dlock.hpp>
 #include <support/child_process.hpp>
@@ -46,6 +47,37 @@ typename L::renewal_type with_lease(std::chrono::milliseconds d) {
 template <class O>
 concept reads_wall_clock = requires(O o) { o.wall_clock = std::function<double()>{}; };
 
+/// An ownership that can hand out fencing tokens (set its `fencing`).
+template <class O>
+concept fenceable = requires(O o) { o.fencing = fencing_tokens{}; };
+
+/// L's ownership, with fencing tokens on when `fenced` (and it has them).
+template <class L>
+typename L::ownership_type ownership_for(bool fenced) {
+  typename L::ownership_type o{};
+  if constexpr (fenceable<typename L::ownership_type>) {
+    if (fenced) o.fencing = fencing_tokens{};
+  }
+  return o;
+}
+
+/// The resource of the paused stories: a key `store` that a holder writes
+/// in its critical section. With a fencing token (`token` > 0), the write is
+/// refused if the store has seen a higher token (`store`'s hash field
+/// `highest`, checked and raised in one script); without one, it always
+/// goes through. Whether it was accepted.
+inline bool store_write(RedisBackend& redis, const std::string& store, std::uint64_t token) {
+  static const char* check = R"lua(
+local highest = tonumber(redis.call('HGET', KEYS[1], 'highest') or '0')
+local token = tonumber(ARGV[1])
+if token > 0 and token < highest then return 0 end
+if token > highest then redis.call('HSET', KEYS[1], 'highest', ARGV[1]) end
+redis.call('HINCRBY', KEYS[1], 'writes', 1)
+return 1
+)lua";
+  return redis.command(redis::request().push("EVAL", check, 1, store, token)).integer == 1;
+}
+
 /// Milliseconds for a sentence: "812 ms", "1,520 ms".
 inline std::string fmt_ms(double ms) {
   char buf[48];
@@ -55,8 +87,17 @@ inline std::string fmt_ms(double ms) {
   return buf;
 }
 
+/// How a paused holder's story ended.
+struct paused_end {
+  std::int64_t ended = 0, late = 0;  ///< its "end" and its late write (CLOCK_MONOTONIC ns)
+  bool late_ok = false;              ///< the store took the late write
+  std::string release;               ///< what its release reported
+  bool other = false, overlap = false;  ///< another client got the lock; the two holds overlapped
+};
+
 /// What the paused-holder story's drawing shows, in words.
-inline std::string paused_sentence(const fault_result& f, bool signalled, const std::string& lease_words) {
+inline std::string paused_sentence(const fault_result& f, bool signalled, const std::string& lease_words,
+                                   bool late_write_taken) {
   std::string s = "The holder was stopped with SIGSTOP for longer than its " + lease_words + ". ";
   if (!f.paused_other_acquired)
     return s + "Nobody else got the lock while it was stopped (its key has no lease), so the two never overlapped.";
@@ -64,22 +105,32 @@ inline std::string paused_sentence(const fault_result& f, bool signalled, const 
        "work as if it still held it: ";
   s += f.paused_overlap ? "the two critical sections overlapped. " : "yet the two did not overlap. ";
   if (signalled) s += "The loss signal fired when the holder's process ran again, too late to stop that work. ";
+  if (late_write_taken) s += "Its late write went through, over the other client's. ";
   s += "Its release reported " + f.paused_release + ". A fencing token checked by the resource is what refuses "
        "such a late write.";
   return s;
 }
 
-/// The --hold side: acquires `key` with lease `lease_ms`, prints
-/// "acquired <ns>", works `work_ms` (for ever when negative), prints
+/// The --hold side: acquires `key` with lease `lease_ms` (and fencing
+/// tokens when `fenced`), prints "acquired <ns>", writes the store
+/// (store_write, at `key`:store, with its token if it has one) and prints
+/// "write <ns> ok|refused", works `work_ms` (for ever when negative),
+/// writes again (its late write, after a pause) and prints that, prints
 /// "end <ns>", releases and prints "released <what>". If the hold's loss
 /// signal fires, it prints "lost <ns>" when it does.
 template <class L>
-int hold_main(const std::string& url, const std::string& key, long long lease_ms, long long work_ms) {
+int hold_main(const std::string& url, const std::string& key, long long lease_ms, long long work_ms, bool fenced) {
   RedisBackend redis(url);
-  L lock(redis, key, {}, with_lease<L>(std::chrono::milliseconds(lease_ms)));
+  L lock(redis, key, ownership_for<L>(fenced), with_lease<L>(std::chrono::milliseconds(lease_ms)));
   auto hold = lock.acquire();
   std::printf("acquired %lld\n", static_cast<long long>(test::monotonic_ns()));
   std::fflush(stdout);
+  auto write = [&] {
+    const bool ok = store_write(redis, key + ":store", hold.fencing_token().value_or(0));
+    std::printf("write %lld %s\n", static_cast<long long>(test::monotonic_ns()), ok ? "ok" : "refused");
+    std::fflush(stdout);
+  };
+  write();
   hold.on_lost([] {
     std::printf("lost %lld\n", static_cast<long long>(test::monotonic_ns()));
     std::fflush(stdout);
@@ -90,6 +141,7 @@ int hold_main(const std::string& url, const std::string& key, long long lease_ms
   // The work: in small steps, so that a SIGSTOP in the middle stretches it.
   auto end = test::monotonic_ns() + work_ms * 1'000'000;
   while (test::monotonic_ns() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  write();
   std::printf("end %lld\n", static_cast<long long>(test::monotonic_ns()));
   std::error_code ec;
   hold.release(ec);
@@ -115,10 +167,10 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
   f.lease_ms = static_cast<double>(policy.lease().count());
   f.period_ms = static_cast<double>(policy.period().count());
   auto ms_since = [](std::int64_t t0) { return static_cast<double>(test::monotonic_ns() - t0) / 1e6; };
-  auto child = [&](const std::string& k, long long work_ms) {
+  auto child = [&](const std::string& k, long long work_ms, bool fenced) {
     return std::make_unique<test::child_process>(
         self, std::vector<std::string>{"--hold", f.combination, url, k, std::to_string(lease.count()),
-                                       std::to_string(work_ms)});
+                                       std::to_string(work_ms), fenced ? "fenced" : "plain"});
   };
   // The holder's next line but "lost <ns>" lines (noted in `lost`),
   // which must start with `word`; the number after it.
@@ -140,7 +192,7 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
   f.waited_ms = static_cast<double>(wait_limit.count());
 
   {  // Killed: SIGKILL, then another client waits for the lock.
-    auto holder = child(key + ":killed", -1);
+    auto holder = child(key + ":killed", -1, false);
     auto started = expect(*holder, "acquired");
     timeline story("killed", "a holder killed (SIGKILL) while it holds", started);
     std::this_thread::sleep_for(milliseconds(50));  // a while at its work, so that its hold shows
@@ -166,37 +218,74 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     }
     f.timelines.push_back(std::move(story));
   }
-  {  // Paused: SIGSTOP past the lease, another client takes its turn, SIGCONT.
-    auto holder = child(key + ":paused", static_cast<long long>(lease.count()) * 2);
+  // Paused: SIGSTOP past the lease, another client takes its turn and
+  // writes the store, SIGCONT; the resumed holder's late write goes
+  // through, or, with fencing tokens, is refused.
+  auto paused = [&](bool fenced) {
+    const std::string k = key + (fenced ? ":fenced" : ":paused");
+    auto holder = child(k, static_cast<long long>(lease.count()) * 2, fenced);
     lost.reset();
     auto started = expect(*holder, "acquired");
-    timeline story("paused", "a holder stopped (SIGSTOP) past its lease, then resumed", started);
+    timeline story(fenced ? "paused_fenced" : "paused",
+                   fenced ? "the same pause, with fencing tokens that the store checks"
+                          : "a holder stopped (SIGSTOP) past its lease, then resumed",
+                   started);
+    story.event("holder", expect(*holder, "write"), "write", "writes");
     ::kill(holder->pid(), SIGSTOP);
     story.event("holder", test::monotonic_ns(), "stop", "SIGSTOP");
     if (fixed_lease) story.event("holder", started + lease_ns, "lease_end", "its lease ends");
-    L lock(redis, key + ":paused", {}, with_lease<L>(lease));
+    bool other = false;
+    L lock(redis, k, ownership_for<L>(fenced), with_lease<L>(lease));
     if (auto h = lock.try_acquire_for(wait_limit)) {
       auto mine = test::monotonic_ns();
+      other = true;
+      store_write(redis, k + ":store", h->fencing_token().value_or(0));
+      story.event("another client", test::monotonic_ns(), "write", "writes");
       std::this_thread::sleep_for(milliseconds(50));
       story.hold("another client", mine, test::monotonic_ns());
-      f.paused_other_acquired = true;
       std::error_code ec;
       h->release(ec);
     }
     ::kill(holder->pid(), SIGCONT);
     story.event("holder", test::monotonic_ns(), "cont", "SIGCONT");
-    auto ended = expect(*holder, "end");
-    story.hold("holder", started, ended);
-    auto line = holder->read_line(seconds(20));
-    while (line.rfind("lost ", 0) == 0) {
-      lost = std::stoll(line.substr(5));
-      line = holder->read_line(seconds(20));
+    // Then, in its order: the late write, "end", "released", and the loss
+    // signal wherever it fired.
+    paused_end e;
+    while (e.release.empty()) {
+      auto line = holder->read_line(seconds(20));
+      auto number = [&](std::size_t at) { return static_cast<std::int64_t>(std::stoll(line.substr(at))); };
+      if (line.rfind("lost ", 0) == 0) lost = number(5);
+      else if (line.rfind("end ", 0) == 0) e.ended = number(4);
+      else if (line.rfind("write ", 0) == 0) e.late = number(6), e.late_ok = line.ends_with(" ok");
+      else if (line.rfind("released ", 0) == 0) e.release = line.substr(9);
+      else throw std::runtime_error(f.combination + ": the paused holder said '" + line + "'");
     }
-    f.paused_release = line.substr(0, 9) == "released " ? line.substr(9) : line;
+    story.hold("holder", started, e.ended);
+    story.event("holder", e.late, e.late_ok ? "write" : "refused", e.late_ok ? "late write" : "late write refused");
     if (lost) story.event("holder", *lost, "lost", "loss signal");
-    story.event("holder", ended, f.paused_release == "ok" ? "release" : "refused", "release: " + f.paused_release);
-    f.paused_overlap = !story.overlaps().empty();
-    story.say(paused_sentence(f, lost.has_value(), lease_words));
+    story.event("holder", e.ended, e.release == "ok" ? "release" : "refused", "release: " + e.release);
+    e.other = other;
+    e.overlap = !story.overlaps().empty();
+    return std::pair{std::move(story), e};
+  };
+  {
+    auto [story, e] = paused(false);
+    f.paused_other_acquired = e.other;
+    f.paused_overlap = e.overlap;
+    f.paused_release = e.release;
+    story.say(paused_sentence(f, lost.has_value(), lease_words, e.late_ok));
+    f.timelines.push_back(std::move(story));
+  }
+  if constexpr (fenceable<typename L::ownership_type> && R::expires) {
+    auto [story, e] = paused(true);
+    f.fenced_late_write_refused = e.other && !e.late_ok;
+    story.say(e.other && !e.late_ok
+                  ? "The same pause, but each holder sends its fencing token with its writes, and the store remembers "
+                    "the highest it has seen. The resumed holder still works beside the other client, but its late "
+                    "write carries an older token than the other client's, and the store refuses it."
+                  : "The same pause with fencing tokens: " +
+                        std::string(e.other ? "the store took the late write (it should not have)."
+                                            : "nobody else got the lock while the holder was stopped."));
     f.timelines.push_back(std::move(story));
   }
   if constexpr (R::expires && !R::renews) {  // Late release: only a lease nobody renews runs out under its holder.

@@ -218,7 +218,9 @@ std::string json(const environment& env, const std::vector<combination_result>& 
            ", \"paused_release\": " + quoted(f.paused_release) + ", \"late_release_deleted_other\": " +
            (f.late_release_deleted_other ? (*f.late_release_deleted_other ? "true" : "false") : "null") +
            ", \"skewed_clock_stole\": " + (f.skewed_clock_stole ? (*f.skewed_clock_stole ? "true" : "false") : "null") +
-           ", \"skew_s\": " + number(f.skew_s) + ",\n     \"timelines\": [";
+           ", \"skew_s\": " + number(f.skew_s) + ", \"fenced_late_write_refused\": " +
+           (f.fenced_late_write_refused ? (*f.fenced_late_write_refused ? "true" : "false") : "null") +
+           ",\n     \"timelines\": [";
     for (std::size_t k = 0; k < f.timelines.size(); ++k) out += (k ? ",\n      " : "\n      ") + f.timelines[k].json();
     out += "]}";
   }

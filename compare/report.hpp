@@ -73,6 +73,10 @@ struct fault_result {
   /// client clock.
   std::optional<bool> skewed_clock_stole;
   double skew_s = 0;
+  /// The paused holder again with fencing tokens (ownerships that have
+  /// them, with a lease): was its late write refused by the store? nullopt:
+  /// not run.
+  std::optional<bool> fenced_late_write_refused;
   /// Each story as it happened, for the report page.
   std::vector<timeline> timelines;
 };

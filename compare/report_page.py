@@ -22,7 +22,9 @@ fault verdicts) and its plots: plot_compare.py, found beside this file, is
 run into the page's folder and its SVG files are put inline (when
 python3-matplotlib is missing, the page says so and goes without them).
 
-usage: report_page.py COMPARE_JSON OUT_HTML
+usage: report_page.py COMPARE_JSON OUT_HTML [--only COMBINATION:STORY,STORY...]
+  --only  a page of those stories alone (README's picture is one:
+          --only token/fixed/spin:paused,paused_fenced)
 """
 import html
 import json
@@ -50,6 +52,7 @@ EVENT_MARKS = {
     "lost": ("\u25c6", "#d9822b", False),
     "refused": ("\u2298", "#c0392b", False),
     "release": ("\u2713", "#1b5e20", False),
+    "write": ("\u270e", "#1b5e20", False),
     "skew": ("\u231a", "#111111", False),
     "failover": ("\u21c4", "#111111", True),
     "restart": ("\u21bb", "#111111", True),
@@ -176,14 +179,26 @@ def render_timeline(timeline, width=WIDTH):
             out.append(f'<text class="event-mark" x="{x:.2f}" y="{(top + bottom) / 2 + 5:.1f}" text-anchor="middle" '
                        f'font-size="14" fill="{color}">{symbol}</text>')
         label = e.get("label")
-        if label:
-            half = len(label) * 2.9  # about half its width at 10 px
-            left = {"start": x, "end": x - 2 * half}.get(anchor_of(x, width), x - half)
-            row = next((r for r in range(LABEL_ROWS) if label_ends[r] < left), LABEL_ROWS - 1)
-            label_ends[row] = left + 2 * half + 6
-            out.append(f'<text class="event" data-kind="{html.escape(e.get("kind", ""))}" x="{x:.2f}" '
-                       f'y="{top - 3 - row * LABEL_ROW}" {anchor(x, width)} font-size="10" '
+        if not label:
+            return
+        kind = html.escape(e.get("kind", ""))
+        if rows[0] > 0 and len(rows) == 1:
+            # A lane below the first: the label in its own lane, right of
+            # the mark and above the bars.
+            side = "end" if x > width - RIGHT - 70 else "start"
+            out.append(f'<text class="event" data-kind="{kind}" x="{x + (-7 if side == "end" else 7):.2f}" '
+                       f'y="{lane_y(rows[0]) + 8}" text-anchor="{side}" font-size="10" '
                        f'fill="{color}">{html.escape(label)}</text>')
+            return
+        # Above the first lane, a row higher when it would run into the
+        # label before it (the row that frees first when none is free).
+        half = len(label) * 2.9  # about half its width at 10 px
+        left = {"start": x, "end": x - 2 * half}.get(anchor_of(x, width), x - half)
+        row = next((r for r in range(LABEL_ROWS) if label_ends[r] < left),
+                   min(range(LABEL_ROWS), key=lambda r: label_ends[r]))
+        label_ends[row] = left + 2 * half + 6
+        out.append(f'<text class="event" data-kind="{kind}" x="{x:.2f}" y="{top - 3 - row * LABEL_ROW}" '
+                   f'{anchor(x, width)} font-size="10" fill="{color}">{html.escape(label)}</text>')
 
     marks = [(e, [i]) for i, lane in enumerate(lanes) for e in lane.get("events", [])]
     marks += [(e, [0, len(lanes) - 1]) for e in timeline.get("events", [])]  # the whole story's (a failover)
@@ -225,7 +240,7 @@ figure.plot svg { max-width: 100%; height: auto; }
 
 def legend():
     marks = [("\u2715", "SIGKILL"), ("\u2016", "SIGSTOP"), ("\u25b6", "SIGCONT"), ("\u2502", "lease ends (dashed)"),
-             ("\u25c6", "loss signal"), ("\u2298", "write refused")]
+             ("\u25c6", "loss signal"), ("\u270e", "write to the store"), ("\u2298", "refused")]
     items = "".join(f"<span>{html.escape(s)} {html.escape(t)}</span>" for s, t in marks)
     items += "<span>\u2713 released</span>"
     return (f'<p class="legend">{items}<span><span style="background:{OVERLAP_FILL};opacity:0.5">&nbsp;&nbsp;&nbsp;'
@@ -367,9 +382,28 @@ def render_page(data, plots=(), no_plots=""):
     return "\n".join(parts)
 
 
+def only(data, spec):
+    """A page of the stories `spec` names ("combination:story,story")."""
+    combination, _, names = spec.partition(":")
+    wanted = names.split(",")
+    picked = [t for f in data.get("faults", []) if f["combination"] == combination
+              for t in f.get("timelines", []) if t["story"] in wanted]
+    if len(picked) != len(wanted):
+        raise SystemExit(f"report_page: {spec}: found {[t['story'] for t in picked]}")
+    body = "\n".join(render_figure(t) for t in sorted(picked, key=lambda t: wanted.index(t["story"])))
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><style>{STYLE}</style></head><body>'
+            f'<h2>{html.escape(combination)}</h2>{legend()}{body}</body></html>')
+
+
 def main(argv):
+    if len(argv) == 5 and argv[3] == "--only":
+        with open(argv[1]) as f:
+            data = json.load(f)
+        with open(argv[2], "w") as f:
+            f.write(only(data, argv[4]))
+        return 0
     if len(argv) != 3:
-        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        print("\n".join(__doc__.strip().splitlines()[-3:]), file=sys.stderr)
         return 2
     with open(argv[1]) as f:
         data = json.load(f)
