@@ -349,7 +349,7 @@ def main():
     if len(names) < 20 or len(set(names)) != len(names):
         fail(f"--list gave {len(names)} names, with duplicates: {names}")
 
-    r = subprocess.run([exe, "--quick", "--out", out], capture_output=True, text=True, timeout=240)
+    r = subprocess.run([exe, "--quick", "--out", out], capture_output=True, text=True, timeout=420)
     if r.returncode != 0:
         fail(f"--quick exited {r.returncode}: {r.stderr}")
     if "[1/" not in r.stderr:

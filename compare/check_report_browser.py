@@ -67,6 +67,7 @@ def main(argv):
         print("check_report_browser: skipped: no chromium (apt-get install chromium)")
         return 77
     out = os.path.abspath(out)
+    shutil.rmtree(out, ignore_errors=True)  # a page left by an earlier run must not pass for this one's
     r = subprocess.run([exe, "--quick", "--filter", "*/fixed/spin", "--out", out], capture_output=True, text=True,
                        timeout=600)
     if r.returncode != 0:
@@ -74,6 +75,8 @@ def main(argv):
     with open(os.path.join(out, "compare.json")) as f:
         data = json.load(f)
     page = os.path.join(out, "report.html")
+    if f"wrote {page}" not in r.stderr:
+        fail(f"dlock-compare did not write {page}: {r.stderr[-500:]}")
 
     # The structure, as the browser parsed it.
     dom = browser(chrome, page, "--dump-dom")
@@ -97,7 +100,9 @@ def main(argv):
     if not os.path.exists(shot) or os.path.getsize(shot) < 20000:
         fail(f"the screenshot {shot} is missing or nearly empty")
     px = pixels(shot)
-    if px is not None:
+    if px is None:
+        fail("Pillow is missing (Debian's python3-pil, which python3-matplotlib brings): the screenshot cannot be read")
+    else:
         inked = sum(1 for p in px if min(p) < 200)
         colors = len(set(px[:: max(1, len(px) // 20000)]))
         reddish = sum(1 for r_, g, b in px if r_ > 225 and 170 <= g <= 215 and 170 <= b <= 215)

@@ -98,13 +98,17 @@ struct paused_end {
 /// What the paused-holder story's drawing shows, in words.
 inline std::string paused_sentence(const fault_result& f, bool signalled, const std::string& lease_words,
                                    bool late_write_taken) {
-  std::string s = "The holder was stopped with SIGSTOP for longer than its " + lease_words + ". ";
   if (!f.paused_other_acquired)
-    return s + "Nobody else got the lock while it was stopped (its key has no lease), so the two never overlapped.";
+    return "The holder was stopped with SIGSTOP, and its key has no lease: another client waited " +
+           fmt_ms(f.waited_ms) + " and gave up, so the two never overlapped (and the lock of a holder that never "
+           "resumes is never freed).";
+  std::string s = "The holder was stopped with SIGSTOP for longer than its " + lease_words + ". ";
   s += "Its lease ran out on the server, another client took the lock, and the holder, resumed, went on with its "
        "work as if it still held it: ";
   s += f.paused_overlap ? "the two critical sections overlapped. " : "yet the two did not overlap. ";
-  if (signalled) s += "The loss signal fired when the holder's process ran again, too late to stop that work. ";
+  if (signalled)
+    s += "The loss signal fired as soon as the holder ran again, before its late write; this holder does not "
+         "check it. ";
   if (late_write_taken) s += "Its late write went through, over the other client's. ";
   s += "Its release reported " + f.paused_release + ". A fencing token checked by the resource is what refuses "
        "such a late write.";
@@ -123,8 +127,13 @@ int hold_main(const std::string& url, const std::string& key, long long lease_ms
   RedisBackend redis(url);
   L lock(redis, key, ownership_for<L>(fenced), with_lease<L>(std::chrono::milliseconds(lease_ms)));
   auto hold = lock.acquire();
-  std::printf("acquired %lld\n", static_cast<long long>(test::monotonic_ns()));
+  const auto acquired = test::monotonic_ns();
+  // The work ends work_ms after the acquire (CLOCK_MONOTONIC runs on while
+  // the process is stopped, so a pause does not stretch it).
+  const auto end = acquired + work_ms * 1'000'000;
+  std::printf("acquired %lld\n", static_cast<long long>(acquired));
   std::fflush(stdout);
+  if (fenced && !hold.fencing_token()) throw std::runtime_error("a fenced hold without a fencing token");
   auto write = [&] {
     const bool ok = store_write(redis, key + ":store", hold.fencing_token().value_or(0));
     std::printf("write %lld %s\n", static_cast<long long>(test::monotonic_ns()), ok ? "ok" : "refused");
@@ -138,8 +147,6 @@ int hold_main(const std::string& url, const std::string& key, long long lease_ms
   if (work_ms < 0) {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   }
-  // The work: in small steps, so that a SIGSTOP in the middle stretches it.
-  auto end = test::monotonic_ns() + work_ms * 1'000'000;
   while (test::monotonic_ns() < end) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   write();
   std::printf("end %lld\n", static_cast<long long>(test::monotonic_ns()));
@@ -152,7 +159,7 @@ int hold_main(const std::string& url, const std::string& key, long long lease_ms
   return 0;
 }
 
-/// The parent side: the three stories for lock type L, with lease `lease`,
+/// The parent side: the fault stories for lock type L, with lease `lease`,
 /// on keys under `key`. `self` is this program (for --hold).
 template <class L>
 fault_result fault_stories(RedisBackend& redis, const std::string& self, const std::string& url,
@@ -206,11 +213,11 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
       f.killed_freed_ms = ms_since(t0);
       auto got = test::monotonic_ns();
       std::this_thread::sleep_for(milliseconds(20));  // its work, so that its hold shows
-      h->release();
       story.hold("another client", got, test::monotonic_ns());
-      story.say("The holder was killed with the lock held, and released nothing; another client, waiting from the "
-                "kill, got the lock " + fmt_ms(*f.killed_freed_ms) + " later: the " + lease_words +
-                " ran out on the server." );
+      h->release();
+      story.say("The holder was killed with the lock held, 50 ms after it took it, and released nothing; another "
+                "client, waiting from the kill, got the lock " + fmt_ms(*f.killed_freed_ms) + " later: the " +
+                lease_words + ", which began when the holder took the lock, ran out on the server." );
     } else {
       story.event("another client", t0 + static_cast<std::int64_t>(f.waited_ms * 1e6), "refused", "gave up");
       story.say("The holder was killed with the lock held, and its key has no lease: another client waited " +
@@ -228,26 +235,30 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     auto started = expect(*holder, "acquired");
     timeline story(fenced ? "paused_fenced" : "paused",
                    fenced ? "the same pause, with fencing tokens that the store checks"
-                          : "a holder stopped (SIGSTOP) past its lease, then resumed",
+                          : R::expires ? "a holder stopped (SIGSTOP) past its lease, then resumed"
+                                       : "a holder stopped (SIGSTOP) for a while, then resumed",
                    started);
     story.event("holder", expect(*holder, "write"), "write", "writes");
+    story.event("holder", test::monotonic_ns(), "stop", "SIGSTOP");  // stamped first: it cannot act earlier
     ::kill(holder->pid(), SIGSTOP);
-    story.event("holder", test::monotonic_ns(), "stop", "SIGSTOP");
     if (fixed_lease) story.event("holder", started + lease_ns, "lease_end", "its lease ends");
     bool other = false;
     L lock(redis, k, ownership_for<L>(fenced), with_lease<L>(lease));
     if (auto h = lock.try_acquire_for(wait_limit)) {
       auto mine = test::monotonic_ns();
       other = true;
+      if (fenced && !h->fencing_token()) throw std::runtime_error(f.combination + ": a fenced hold without a token");
       store_write(redis, k + ":store", h->fencing_token().value_or(0));
       story.event("another client", test::monotonic_ns(), "write", "writes");
       std::this_thread::sleep_for(milliseconds(50));
       story.hold("another client", mine, test::monotonic_ns());
       std::error_code ec;
       h->release(ec);
+    } else {
+      story.event("another client", test::monotonic_ns(), "refused", "gave up");
     }
-    ::kill(holder->pid(), SIGCONT);
     story.event("holder", test::monotonic_ns(), "cont", "SIGCONT");
+    ::kill(holder->pid(), SIGCONT);
     // Then, in its order: the late write, "end", "released", and the loss
     // signal wherever it fired.
     paused_end e;
@@ -281,8 +292,8 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     f.fenced_late_write_refused = e.other && !e.late_ok;
     story.say(e.other && !e.late_ok
                   ? "The same pause, but each holder sends its fencing token with its writes, and the store remembers "
-                    "the highest it has seen. The resumed holder still works beside the other client, but its late "
-                    "write carries an older token than the other client's, and the store refuses it."
+                    "the highest it has seen. The holds still overlap (the holder's had not ended when the other "
+                    "client's began), but its late write carries an older token than the other client's, and the store refuses it."
                   : "The same pause with fencing tokens: " +
                         std::string(e.other ? "the store took the late write (it should not have)."
                                             : "nobody else got the lock while the holder was stopped."));
@@ -307,11 +318,11 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     h.release(ec);
     story.hold("first holder", started, release_sent);
     f.late_release_deleted_other = redis.command(redis::request().push("EXISTS", key + ":late")).integer == 0;
-    story.event("first holder", release_sent, *f.late_release_deleted_other ? "kill" : "refused",
+    story.event("first holder", release_sent, *f.late_release_deleted_other ? "delete" : "refused",
                 *f.late_release_deleted_other ? "its release deletes the other's key" : "release refused: not its key");
     second.set_error_handler([](std::error_code, const std::string&) {});
-    h2->release(ec);
     story.hold("second client", second_got, test::monotonic_ns());
+    h2->release(ec);
     story.say(*f.late_release_deleted_other
                   ? "The first holder's " + lease_words + " ran out while it still worked; a second client took the "
                     "lock, and the first one's release, which checks no owner, deleted the second client's key: a third "
@@ -327,6 +338,7 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     auto h = honest.acquire();
     const auto started = test::monotonic_ns();
     timeline story("skew", "a client whose wall clock runs ahead tries the lock", started);
+    story.add_lane("honest holder");
     O fast;
     f.skew_s = 2 * duration<double>(lease).count();
     fast.wall_clock = [skew = f.skew_s, real = O{}.wall_clock] { return real() + skew; };
@@ -342,13 +354,13 @@ fault_result fault_stories(RedisBackend& redis, const std::string& self, const s
     skewed.set_error_handler([](std::error_code, const std::string&) {});
     honest.set_error_handler([](std::error_code, const std::string&) {});
     if (*f.skewed_clock_stole) {
-      skewed.unlock(ec);
       story.hold("clock ahead", answered, test::monotonic_ns());
+      skewed.unlock(ec);
     } else {
       story.event("clock ahead", answered, "refused", "refused");
     }
-    h.release(ec);
     story.hold("honest holder", started, test::monotonic_ns());
+    h.release(ec);
     story.say(*f.skewed_clock_stole
                   ? "The lock's key stores when it expires, read against each client's own clock. A client whose "
                     "clock ran " + fmt_ms(f.skew_s * 1000) + " ahead read the honest holder's key as expired and took "

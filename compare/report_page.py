@@ -9,8 +9,7 @@ none (the SVG is text).
 A timeline, as dlock-compare writes it into its JSON (each entry of
 "faults" has a list of them, one per story it ran):
   {"story": "paused", "title": "...", "sentence": "...",
-   "lanes": [{"name": "holder", "holds": [{"start_ms": 0, "end_ms": 812,
-                                           "shared": false}],
+   "lanes": [{"name": "holder", "holds": [{"start_ms": 0, "end_ms": 812}],
               "events": [{"at_ms": 5, "kind": "stop", "label": "SIGSTOP"}]}],
    "overlaps": [{"start_ms": 400, "end_ms": 812, "lanes": ["holder", "other"]}]}
 Times are ms from the story's start. The overlaps are the hold-history
@@ -46,6 +45,7 @@ COLORS = ["#3b6fb6", "#3a9a5b", "#8a5cb8", "#c2842b", "#2b9aa8", "#a85a2b", "#5b
 EVENT_MARKS = {
     # kind: (symbol, color, whole height: a line across every lane)
     "kill": ("\u2715", "#111111", False),
+    "delete": ("\u26a0", "#c0392b", False),
     "stop": ("\u2016", "#111111", False),
     "cont": ("\u25b6", "#111111", False),
     "lease_end": ("\u2502", "#777777", False),
@@ -53,7 +53,7 @@ EVENT_MARKS = {
     "refused": ("\u2298", "#c0392b", False),
     "release": ("\u2713", "#1b5e20", False),
     "write": ("\u270e", "#1b5e20", False),
-    "skew": ("\u231a", "#111111", False),
+    "skew": ("\u0394", "#111111", False),
     "failover": ("\u21c4", "#111111", True),
     "restart": ("\u21bb", "#111111", True),
 }
@@ -229,6 +229,8 @@ figure { margin: 0.5em 0 1.5em; }
 figcaption { color: #333; max-width: 760px; }
 .verdict-bad { color: #b71c1c; font-weight: bold; }
 .verdict-good { color: #1b5e20; font-weight: bold; }
+.verdict-mixed { color: #b45f06; font-weight: bold; }
+h4 { font-size: 1em; margin: 1.2em 0 0.3em; }
 table.figures { border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }
 table.figures th, table.figures td { border-bottom: 1px solid #e0e0e0; padding: 2px 8px; text-align: right; }
 table.figures th:first-child, table.figures td:first-child, table.figures td:nth-child(2) { text-align: left; }
@@ -240,7 +242,8 @@ figure.plot svg { max-width: 100%; height: auto; }
 
 def legend():
     marks = [("\u2715", "SIGKILL"), ("\u2016", "SIGSTOP"), ("\u25b6", "SIGCONT"), ("\u2502", "lease ends (dashed)"),
-             ("\u25c6", "loss signal"), ("\u270e", "write to the store"), ("\u2298", "refused")]
+             ("\u25c6", "loss signal"), ("\u270e", "write to the store"), ("\u2298", "refused"),
+             ("\u26a0", "deletes another's key"), ("\u0394", "clock skew")]
     items = "".join(f"<span>{html.escape(s)} {html.escape(t)}</span>" for s, t in marks)
     items += "<span>\u2713 released</span>"
     return (f'<p class="legend">{items}<span><span style="background:{OVERLAP_FILL};opacity:0.5">&nbsp;&nbsp;&nbsp;'
@@ -250,11 +253,18 @@ def legend():
 def render_figure(timeline):
     """A timeline with its title and the sentence that says what happened."""
     verdict = ""
+    refused_late = any(e.get("kind") == "refused" and "late write" in e.get("label", "")
+                       for lane in timeline.get("lanes", []) for e in lane.get("events", []))
     if "overlaps" in timeline:
-        verdict = ('<span class="verdict-bad">two holders at once.</span> ' if timeline["overlaps"]
-                   else '<span class="verdict-good">never two holders.</span> ')
+        if timeline["overlaps"] and refused_late:
+            verdict = '<span class="verdict-mixed">two holders at once, but the late write was refused.</span> '
+        elif timeline["overlaps"]:
+            verdict = '<span class="verdict-bad">two holders at once.</span> '
+        else:
+            verdict = '<span class="verdict-good">never two holders.</span> '
+
     return (f'<figure class="story" data-story="{html.escape(timeline.get("story", ""))}">'
-            f'<h3>{html.escape(timeline.get("title", timeline.get("story", "")))}</h3>'
+            f'<h4>{html.escape(timeline.get("title", timeline.get("story", "")))}</h4>'
             f'{render_timeline(timeline)}'
             f'<figcaption>{verdict}{html.escape(timeline.get("sentence", ""))}</figcaption></figure>')
 
@@ -288,14 +298,15 @@ def render_tables(data):
         out.append("<h2>Fault verdicts</h2>")
         out.append('<table class="figures"><tr><th>ownership / renewal</th><th>killed holder: freed after</th>'
                    "<th>paused holder: overlap</th><th>its release</th><th>late release deleted the next key</th>"
-                   "<th>fast clock stole</th></tr>" + "".join(
+                   "<th>fast clock stole</th><th>fenced late write refused</th></tr>" + "".join(
                        "<tr>" + "".join(f"<td>{x}</td>" for x in (
                            html.escape(f["combination"].rsplit("/", 1)[0]),
                            cell(f.get("killed_freed_ms"), "{:,.0f} ms") if f.get("killed_freed_ms") is not None
                            else "never",
                            cell(yes_no[f.get("paused_overlap")]), html.escape(f.get("paused_release", "")),
                            cell(yes_no[f.get("late_release_deleted_other")]),
-                           cell(yes_no[f.get("skewed_clock_stole")]))) +
+                           cell(yes_no[f.get("skewed_clock_stole")]),
+                           cell(yes_no[f.get("fenced_late_write_refused")]))) +
                        "</tr>" for f in faults) + "</table>")
     return "\n".join(out)
 
@@ -315,7 +326,7 @@ def draw_plots(json_path, out_dir):
         return [], "plot_compare.py is not beside report_page.py"
     try:
         r = subprocess.run(["/usr/bin/python3", script, json_path, out_dir], capture_output=True, text=True,
-                           timeout=300)
+                           timeout=240)
     except (OSError, subprocess.TimeoutExpired) as e:
         return [], f"plot_compare.py did not run: {e}"
     if r.returncode != 0:
@@ -357,7 +368,7 @@ def render_page(data, plots=(), no_plots=""):
                      "moment its release was sent. Where two holds of one lock overlap, the overlap is red.</p>")
         parts.append(legend())
         for combination, timelines in stories.items():
-            parts.append(f"<h2>{html.escape(combination)}</h2>")
+            parts.append(f"<h3>{html.escape(combination)}</h3>")
             parts += [render_figure(t) for t in timelines]
     strips = [(c["name"], r["strip"]) for c in data.get("combinations", []) for r in c.get("contention", [])
               if r.get("strip")]
@@ -367,7 +378,8 @@ def render_page(data, plots=(), no_plots=""):
                      "critical section. Each strip is a window from the middle of that run: a lane per worker. "
                      "Who gets the lock next, and how long the lock lies idle between two holders, is the wait "
                      "policy's doing: a spin's sleeps leave gaps and favour whoever polls at the right moment, "
-                     "pub/sub wakes every waiter at once, a FIFO line hands the lock on in order.</p>")
+                     "pub/sub wakes every waiter at once, a FIFO line hands the lock on in order. A lane's name is the "
+                     "worker's: p1.3 is process 1, worker 3.</p>")
         for name, strip in strips:
             strip = dict(strip, title=name)
             parts.append(render_figure(strip))
@@ -392,7 +404,7 @@ def only(data, spec):
         raise SystemExit(f"report_page: {spec}: found {[t['story'] for t in picked]}")
     body = "\n".join(render_figure(t) for t in sorted(picked, key=lambda t: wanted.index(t["story"])))
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><style>{STYLE}</style></head><body>'
-            f'<h2>{html.escape(combination)}</h2>{legend()}{body}</body></html>')
+            f'<h3>{html.escape(combination)}</h3>{legend()}{body}</body></html>')
 
 
 def main(argv):

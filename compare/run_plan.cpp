@@ -124,7 +124,7 @@ bool write_report(const std::filesystem::path& self, const std::string& out_dir,
   const auto page = std::filesystem::path(page_dir) / "report.html";
   test::child_process child("/usr/bin/python3", {script.string(), json.string(), page.string()});
   bool complete = false;
-  auto out = child.read_rest(std::chrono::minutes(1), complete);
+  auto out = child.read_rest(std::chrono::minutes(5), complete);  // the plots' limit is 4
   if (!complete) child.kill();
   const int rc = child.wait();
   if (!complete || rc != 0) {

@@ -91,7 +91,7 @@ html = page.render_page({"faults": [{"combination": "token/fixed/spin", "timelin
                                                                                      {"workers": 8, "strip": strip}]}]})
 check(len(re.findall(r'<figure class="story" data-story="(paused|killed)"', html)) == 2, "one figure per story")
 check(len(re.findall(r'<figure class="story" data-story="contention"', html)) == 1, "one strip per combination")
-check("<h3>token/fixed/spin</h3>" in html, "a strip is titled by its combination")
+check("<h4>token/fixed/spin</h4>" in html, "a strip is titled by its combination")
 check(html.count('class="overlap"') == 1, "one red region on the page")
 check("two holders at once." in html and "never two holders." in html, "each figure has its verdict")
 check('<table class="figures">' in html and "<td>token/fixed/spin</td>" in html, "the figures' table")
@@ -101,6 +101,11 @@ check('<figure class="plot"><h3>The uncontended cycle</h3><svg id="p"></svg></fi
       "a plot goes inline, without its XML declaration")
 check("No plots: matplotlib is missing." in page.render_page({}, [], "matplotlib is missing"),
       "a page without plots says why")
+fenced = dict(paused, story="paused_fenced")
+fenced["lanes"] = [dict(paused["lanes"][0], events=[{"at_ms": 790, "kind": "refused", "label": "late write refused"}]),
+                   paused["lanes"][1]]
+check("two holders at once, but the late write was refused." in page.render_figure(fenced),
+      "an overlap whose late write was refused says so")
 check("<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""),
       "no script, no fetch")
 

@@ -25,7 +25,8 @@ class timeline {
   /// release sent). Lanes appear in the order first named.
   void hold(const std::string& lane, std::int64_t start_ns, std::int64_t end_ns);
   /// An event on `lane` at `at_ns`: kind is one of kill, stop, cont,
-  /// lease_end, lost, refused, skew (report_page.py draws each).
+  /// lease_end, lost, write, refused, release, delete, skew (report_page.py
+  /// draws each).
   void event(const std::string& lane, std::int64_t at_ns, std::string kind, std::string label);
   /// A lane named `name`, empty until something happens on it (so that
   /// lanes keep an order of the caller's, idle ones included).
