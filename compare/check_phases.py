@@ -62,6 +62,10 @@ def check_timelines(pair, f, fail):
             for h in lane["holds"]:
                 if not 0 <= h["start_ms"] <= h["end_ms"]:
                     fail(f"{pair}: a hold in {t['story']} ends before it starts: {h}")
+        mine = overlaps_of(t)
+        if len(mine) != len(t["overlaps"]) or any(abs(a[0] - o["start_ms"]) > 0.01 or abs(a[1] - o["end_ms"]) > 0.01
+                                                  for a, o in zip(mine, t["overlaps"])):
+            fail(f"{pair}: the {t['story']} timeline records overlaps {t['overlaps']}, its holds make {mine}")
         overlapped = bool(t["overlaps"])
         verdict = {"killed": False, "paused": f["paused_overlap"], "paused_fenced": True, "late": True,
                    "skew": f["skewed_clock_stole"]}[t["story"]]
@@ -93,3 +97,16 @@ def check_report_page(data, out, stderr, fail):
              f"and {overlaps}")
     if "<script" in page:
         fail("report page: it has a script")
+
+
+def overlaps_of(timeline):
+    """The overlaps of a timeline's holds, found here from the holds alone
+    (as the hold-history checker finds them: in start order, each hold that
+    starts before the latest end so far), to check the ones it records."""
+    holds = sorted((h["start_ms"], h["end_ms"]) for lane in timeline["lanes"] for h in lane["holds"])
+    found, latest = [], None
+    for start, end in holds:
+        if latest is not None and start < latest:
+            found.append((start, min(latest, end)))
+        latest = end if latest is None else max(latest, end)
+    return found
