@@ -27,6 +27,7 @@
 #include <support/hold_history.hpp>
 
 #include "lock_worker.hpp"
+#include "on_threads.hpp"
 
 namespace dlock::test::worker_process {
 
@@ -55,25 +56,6 @@ std::string worker_name(int thread) {
   return "p" + std::to_string(::getpid()) + ".t" + std::to_string(thread);
 }
 
-// Runs `body(t)` on `threads` threads; the number of them that threw
-// (their error printed to stderr).
-template <class F>
-int on_threads(int threads, const char* mode, F body) {
-  std::atomic<int> failures{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      try {
-        body(t);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "lock_worker %s: %s\n", mode, e.what());
-        ++failures;
-      }
-    });
-  for (auto& t : pool) t.join();
-  return failures;
-}
-
 int semaphore_crowd(char** argv) {
   // argv[6] threads, each taking a permit of semaphore argv[3] (argv[4]
   // permits) argv[5] times; while it holds one, it counts itself in
@@ -86,7 +68,7 @@ return n
 )lua";
   const std::string name = argv[3], inside = name + ":inside", most = name + ":most";
   const long long permits = std::atoll(argv[4]), rounds = std::atoll(argv[5]);
-  int failures = on_threads(std::atoi(argv[6]), "semaphore-crowd", [&](int) {
+  int failures = on_threads(std::atoi(argv[6]), "lock_worker semaphore-crowd", [&](int) {
     RedisBackend redis(argv[2]);
     Lock<RedisBackend, o::Semaphore, r::FixedLease, w::Spin> lock(redis, name, o::Semaphore{permits},
                                                                    r::FixedLease{std::chrono::seconds(30)},
@@ -128,7 +110,7 @@ int rw_crowd(char** argv) {
   RedisBackend redis(argv[2]);
   Lock<RedisBackend, o::ReadWrite, r::Watchdog, w::PubSub> lock(redis, name);
   span_log log;
-  int failures = on_threads(std::atoi(argv[4]), "rw-crowd", [&](int t) {
+  int failures = on_threads(std::atoi(argv[4]), "lock_worker rw-crowd", [&](int t) {
     for (long long i = 0; i < rounds; ++i) {
       const bool write = (i + t) % 4 == 0;
       hold_span span{name, worker_name(t), 0, 0, !write};
@@ -172,7 +154,7 @@ int scoped_many(char** argv) {
   const long long rounds = std::atoll(argv[6]);
   RedisBackend redis(argv[2]);
   span_log log;
-  int failures = on_threads(std::atoi(argv[5]), "scoped-many", [&](int t) {
+  int failures = on_threads(std::atoi(argv[5]), "lock_worker scoped-many", [&](int t) {
     Lock<RedisBackend, o::Token, r::FixedLease, w::Spin> a(redis, name + ":a", {}, r::FixedLease{std::chrono::seconds(30)},
                                                            w::Spin{milliseconds(2)});
     Lock<RedisBackend, o::ReentrantHash, r::Watchdog, w::PubSub> b(redis, name + ":b");

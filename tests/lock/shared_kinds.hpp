@@ -20,6 +20,7 @@
 #include <support/hold_history.hpp>
 
 #include "lock_support.hpp"
+#include "on_threads.hpp"
 
 namespace dlock::test {
 
@@ -36,19 +37,7 @@ void shared_kinds_test(F& f, const std::vector<std::string>& names, const std::s
   constexpr int threads = 6, holds = 24;
   hold_history history;
   std::atomic<int> failures{0};
-  auto crowd = [&](auto body) {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        try {
-          body(t);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "shared kinds worker: %s\n", e.what());
-          ++failures;
-        }
-      });
-    for (auto& th : pool) th.join();
-  };
+  auto crowd = [&](auto body) { failures += on_threads(threads, "shared kinds worker", body); };
   auto timed = [](hold_span& span) {
     span.start_ns = monotonic_ns();
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
