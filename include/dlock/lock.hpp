@@ -130,8 +130,8 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
   /// Waits as long as it takes (with TryOnce: one try). Throws
   /// std::system_error: not_acquired (TryOnce only), already_held (this
   /// thread holds a non-reentrant lock), outcome_unknown, connection errors,
-  /// server_error (its message quotes the server: "NOPERM ..." for an ACL
-  /// refusal). The error-code overloads give the code alone.
+  /// server_error (quoting the server: "NOPERM ..." for an ACL refusal),
+  /// no_quorum (docs/redlock.md). Error-code overloads give the code alone.
   void lock();
 
   /// One try. False when held by someone else; throws on other errors.

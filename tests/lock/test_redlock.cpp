@@ -197,6 +197,61 @@ TEST_CASE("Redlock: with 1 or 2 of 5 nodes dead locking goes on; with 3, a clear
   CHECK(lock.try_acquire().has_value());
 }
 
+TEST_CASE("Redlock: a wait votes again while too few nodes answer, and reports no_quorum after one lease",
+          "[redlock]") {
+  quorum_servers q(3);
+  dlock::RedlockBackend b(settings(q));
+  const auto lease = scaled(1s);
+  RedlockTokenSpin lock(b, "outage", {}, r::FixedLease(lease), w::Spin(20ms));
+  q[0].kill();
+  q[1].kill();
+  wait_node(b, 0, false);
+  wait_node(b, 1, false);
+  // A majority back within the wait: the acquire goes on voting and wins
+  // (it used to fail at its first vote). The servers restart on this
+  // thread: PR_SET_PDEATHSIG kills a server when the thread that started
+  // it ends.
+  std::error_code ec;
+  auto waiting = std::async(std::launch::async, [&] { return lock.try_acquire_for(scaled(10s), ec); });
+  std::this_thread::sleep_for(scaled(300ms));
+  q[0].start();
+  q[1].start();
+  auto hold = waiting.get();
+  INFO(ec.message());
+  REQUIRE_FALSE(ec);
+  REQUIRE(hold.has_value());
+  CHECK(q.holding("outage") >= 2);
+  hold->release();
+  CHECK(q.holding("outage") == 0);
+
+  // Down for good: a wait longer than the lease votes for one lease, then
+  // fails with the last vote's words.
+  q[0].kill();
+  q[1].kill();
+  wait_node(b, 0, false);
+  wait_node(b, 1, false);
+  auto began = std::chrono::steady_clock::now();
+  hold = lock.try_acquire_for(scaled(10s), ec);
+  auto took = std::chrono::steady_clock::now() - began;
+  CHECK_FALSE(hold.has_value());
+  CHECK(ec == dlock::error::no_quorum);
+  CHECK(took >= lease);
+  CHECK(took < scaled(9s));  // not the deadline: the lease ended it
+  // A shorter wait ends at its deadline, with no_quorum (not not_acquired),
+  // and the throwing form names the dead nodes.
+  hold = lock.try_acquire_for(scaled(100ms), ec);
+  CHECK(ec == dlock::error::no_quorum);
+  auto what = message_of([&] { lock.try_lock_for(scaled(100ms)); });
+  INFO(what);
+  CHECK(what.find("1 of 3 nodes answered") != std::string::npos);
+  CHECK(what.find("127.0.0.1:" + std::to_string(q[0].port())) != std::string::npos);
+  // TryOnce: one vote, its verdict at once.
+  RedlockToken once(b, "outage", {}, r::FixedLease(lease));
+  CHECK_FALSE(once.try_acquire(ec).has_value());
+  CHECK(ec == dlock::error::no_quorum);
+  CHECK(q.holding("outage") == 0);
+}
+
 TEST_CASE("Redlock: the watchdog renews on a majority, and the loss is signalled once no majority can",
           "[redlock]") {
   quorum_servers q(3);

@@ -85,7 +85,9 @@ struct server_options {
 /// One redis-server process with no persistence, in its own temp dir.
 /// Starts on construction (waiting until it answers PING); killed, reaped
 /// and cleaned up on destruction, and killed by the kernel if the test
-/// process dies first (PR_SET_PDEATHSIG).
+/// process dies first (PR_SET_PDEATHSIG). That signal comes when the
+/// *thread* that started the server ends, not only the process: start (or
+/// construct) a server on a thread that outlives it, such as the test's own.
 class redis_server {
  public:
   explicit redis_server(server_options opts = {});

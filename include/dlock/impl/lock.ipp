@@ -166,6 +166,10 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   error_code ended;  // set when the acquire ends without the lock
   std::string server_reply;  // with `ended`, when the server said why
   bool unacknowledged = false;  // a try won, but too few replicas acknowledged it
+  // Since when the tries in a row heard too few of a quorum's nodes (see
+  // the no_quorum retry below); unset once a try hears a majority.
+  std::optional<detail::steady::time_point> quorum_lost_since;
+  std::string quorum_reply;  // the last such try's message
   for (;;) {
     attempt at;
     {
@@ -201,10 +205,28 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         rec->may_wait = detail::steady::now() < deadline;
         tried = rec;
         auto [ec, won] = co_await try_once(*rec);
-        if (ec) {
+        if (ec == error::no_quorum) {
+          // Too few nodes answered this vote, and nothing of it is left
+          // held (Quorum gave it back): as Redlock's algorithm says, the
+          // wait goes on as behind a holder (a node slow for a moment, or
+          // restarting, loses one vote, not the acquire), for at most one
+          // lease from the first such vote; then, or at the deadline, the
+          // acquire fails with no_quorum and the last vote's message.
+          const auto now = detail::steady::now();
+          if (!quorum_lost_since) quorum_lost_since = now;
+          quorum_reply = std::move(rec->server_reply);
+          if (now - *quorum_lost_since >= rec->lease) {
+            ended = ec;
+            server_reply = std::move(quorum_reply);
+            break;
+          }
+          won.acquired = false;
+        } else if (ec) {
           ended = ec;
           server_reply = std::move(rec->server_reply);
           break;
+        } else {
+          quorum_lost_since.reset();
         }
         at = won;
       }
@@ -253,7 +275,12 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       break;
     }
   }
-  if (ended == error::not_acquired && unacknowledged) ended = error::not_acknowledged;
+  if (ended == error::not_acquired && quorum_lost_since) {
+    ended = error::no_quorum;  // the deadline came while no majority answered
+    server_reply = std::move(quorum_reply);
+  } else if (ended == error::not_acquired && unacknowledged) {
+    ended = error::not_acknowledged;
+  }
   // Ending without the lock: the waiter leaves whatever it joined (a
   // queue's line, in the script that checks for a grant). A grant that came
   // before is kept, or given back if the caller cancelled or this owner

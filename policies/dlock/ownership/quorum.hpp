@@ -33,7 +33,8 @@ namespace dlock::ownership {
 ///   timeout, so that rivals do not split it for ever);
 /// - a node that is down, refuses, or answers late is a lost vote. When
 ///   fewer than a majority answered at all, the try fails with
-///   error::no_quorum, naming the nodes that did not; when the give-back
+///   error::no_quorum, naming the nodes that did not (the lock's wait
+///   votes again, for at most a lease: see Lock::acquire); when the give-back
 ///   could not confirm that a majority is free of this try, with
 ///   outcome_unknown (resolve() then asks every node);
 /// - **release**: O's release on every node: released (or still held, for
@@ -128,7 +129,9 @@ class Quorum : public quorum_parts::batching<O> {
       rec.server_reply = ext::own_words(std::to_string(won + held) + " of " + std::to_string(n) +
                                         " nodes answered, a majority is " + std::to_string(need) +
                                         "; no answer from: " + silent);
-      co_return std::pair{error_code(error::no_quorum), attempt{}};
+      // held_for: the lock's wait (which retries, see Lock) votes again
+      // after at most one reply timeout.
+      co_return std::pair{error_code(error::no_quorum), attempt{false, backend.reply_timeout()}};
     }
     if (won > 0) co_await split_pause(ext::steady::now() - start);
     // The lock frees up once enough held nodes let go to leave a majority free.
