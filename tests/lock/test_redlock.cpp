@@ -208,21 +208,38 @@ TEST_CASE("Redlock: a wait votes again while too few nodes answer, and reports n
   wait_node(b, 0, false);
   wait_node(b, 1, false);
   // A majority back within the wait: the acquire goes on voting and wins
-  // (it used to fail at its first vote). The servers restart on this
-  // thread: PR_SET_PDEATHSIG kills a server when the thread that started
-  // it ends.
+  // (it used to fail at its first vote). So does the default lock, whose
+  // pub/sub wait must also subscribe on a majority. The servers restart on
+  // this thread: PR_SET_PDEATHSIG kills a server when the thread that
+  // started it ends.
   std::error_code ec;
-  auto waiting = std::async(std::launch::async, [&] { return lock.try_acquire_for(scaled(10s), ec); });
-  std::this_thread::sleep_for(scaled(300ms));
-  q[0].start();
-  q[1].start();
-  auto hold = waiting.get();
-  INFO(ec.message());
-  REQUIRE_FALSE(ec);
-  REQUIRE(hold.has_value());
-  CHECK(q.holding("outage") >= 2);
-  hold->release();
+  dlock::Lock<dlock::RedlockBackend> by_default(b, "outage:default", {}, r::Watchdog(lease));
+  for (bool pubsub : {false, true}) {
+    INFO((pubsub ? "Lock<RedlockBackend>" : "token/fixed/spin"));
+    if (pubsub) {
+      q[0].kill();
+      q[1].kill();
+      wait_node(b, 0, false);
+      wait_node(b, 1, false);
+    }
+    auto waiting = std::async(std::launch::async, [&] {
+      auto take = [&](auto& l) {
+        auto hold = l.try_acquire_for(scaled(10s), ec);
+        if (hold) hold->release();
+        return hold.has_value();
+      };
+      return pubsub ? take(by_default) : take(lock);
+    });
+    std::this_thread::sleep_for(scaled(300ms));
+    q[0].start();
+    q[1].start();
+    const bool won = waiting.get();
+    INFO(ec.message());
+    CHECK_FALSE(ec);
+    CHECK(won);
+  }
   CHECK(q.holding("outage") == 0);
+  CHECK(q.holding("outage:default") == 0);
 
   // Down for good: a wait longer than the lease votes for one lease, then
   // fails with the last vote's words.
@@ -231,7 +248,7 @@ TEST_CASE("Redlock: a wait votes again while too few nodes answer, and reports n
   wait_node(b, 0, false);
   wait_node(b, 1, false);
   auto began = std::chrono::steady_clock::now();
-  hold = lock.try_acquire_for(scaled(10s), ec);
+  auto hold = lock.try_acquire_for(scaled(10s), ec);
   auto took = std::chrono::steady_clock::now() - began;
   CHECK_FALSE(hold.has_value());
   CHECK(ec == dlock::error::no_quorum);

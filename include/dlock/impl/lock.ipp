@@ -4,6 +4,8 @@
 // at the bottom of lock.hpp; not a header to include on its own.
 #pragma once
 
+#include <dlock/detail/sleep.hpp>
+
 namespace dlock {
 
 // One owner of a lock object: its hold (if any) and the gate its acquire
@@ -170,6 +172,14 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   // the no_quorum retry below); unset once a try hears a majority.
   std::optional<detail::steady::time_point> quorum_lost_since;
   std::string quorum_reply;  // the last such try's message
+  // A vote (or a quorum's SUBSCRIBE) heard too few nodes: whether the wait
+  // goes on, which it does for at most one lease (see the try below).
+  auto quorum_short = [&](std::string words, milliseconds lease) {
+    const auto now = detail::steady::now();
+    if (!quorum_lost_since) quorum_lost_since = now;
+    quorum_reply = std::move(words);
+    return now - *quorum_lost_since < lease;
+  };
   for (;;) {
     attempt at;
     {
@@ -212,10 +222,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
           // restarting, loses one vote, not the acquire), for at most one
           // lease from the first such vote; then, or at the deadline, the
           // acquire fails with no_quorum and the last vote's message.
-          const auto now = detail::steady::now();
-          if (!quorum_lost_since) quorum_lost_since = now;
-          quorum_reply = std::move(rec->server_reply);
-          if (now - *quorum_lost_since >= rec->lease) {
+          if (!quorum_short(std::move(rec->server_reply), rec->lease)) {
             ended = ec;
             server_reply = std::move(quorum_reply);
             break;
@@ -266,6 +273,16 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       // SUBSCRIBE).
       prepared = true;
       if ((ended = co_await steps.prepare())) {
+        if constexpr (contract::backend_quorum<BackendT>) {
+          // Too few nodes took the subscription: as a vote that heard too
+          // few, a pause of one reply timeout, then a try and a new one.
+          if (ended == error::no_quorum && quorum_short(steps.server_reply(), tried->lease)) {
+            prepared = false;
+            ended = co_await detail::sleep_until(std::min(deadline, detail::steady::now() + backend_.reply_timeout()));
+            if (ended) break;  // cancelled
+            continue;
+          }
+        }
         server_reply = steps.server_reply();
         break;
       }
