@@ -201,72 +201,97 @@ TEST_CASE("Redlock: a wait votes again while too few nodes answer, and reports n
           "[redlock]") {
   quorum_servers q(3);
   dlock::RedlockBackend b(settings(q));
-  const auto lease = scaled(1s);
-  RedlockTokenSpin lock(b, "outage", {}, r::FixedLease(lease), w::Spin(20ms));
-  q[0].kill();
-  q[1].kill();
-  wait_node(b, 0, false);
-  wait_node(b, 1, false);
+  auto majority_down = [&] {
+    q[0].kill();
+    q[1].kill();
+    wait_node(b, 0, false);
+    wait_node(b, 1, false);
+  };
   // A majority back within the wait: the acquire goes on voting and wins
   // (it used to fail at its first vote). So does the default lock, whose
-  // pub/sub wait must also subscribe on a majority. The servers restart on
-  // this thread: PR_SET_PDEATHSIG kills a server when the thread that
-  // started it ends.
-  std::error_code ec;
-  dlock::Lock<dlock::RedlockBackend> by_default(b, "outage:default", {}, r::Watchdog(lease));
-  for (bool pubsub : {false, true}) {
-    INFO((pubsub ? "Lock<RedlockBackend>" : "token/fixed/spin"));
-    if (pubsub) {
-      q[0].kill();
-      q[1].kill();
-      wait_node(b, 0, false);
-      wait_node(b, 1, false);
+  // pub/sub wait must also subscribe on a majority. Leases long enough for
+  // a loaded machine to restart the nodes well within them. The servers
+  // restart on this thread: PR_SET_PDEATHSIG kills a server when the
+  // thread that started it ends.
+  {
+    RedlockTokenSpin spin(b, "outage", {}, r::FixedLease(scaled(5s)), w::Spin(20ms));
+    dlock::Lock<dlock::RedlockBackend> by_default(b, "outage:default", {}, r::Watchdog(scaled(5s)));
+    for (bool pubsub : {false, true}) {
+      INFO((pubsub ? "Lock<RedlockBackend>" : "token/fixed/spin"));
+      majority_down();
+      std::error_code ec;
+      auto waiting = std::async(std::launch::async, [&] {
+        auto take = [&](auto& l) {
+          auto hold = l.try_acquire_for(scaled(10s), ec);
+          if (hold) hold->release();
+          return hold.has_value();
+        };
+        return pubsub ? take(by_default) : take(spin);
+      });
+      std::this_thread::sleep_for(scaled(300ms));
+      q[0].start();
+      q[1].start();
+      const bool won = waiting.get();
+      INFO(ec.message());
+      CHECK_FALSE(ec);
+      CHECK(won);
     }
-    auto waiting = std::async(std::launch::async, [&] {
-      auto take = [&](auto& l) {
-        auto hold = l.try_acquire_for(scaled(10s), ec);
-        if (hold) hold->release();
-        return hold.has_value();
-      };
-      return pubsub ? take(by_default) : take(lock);
-    });
-    std::this_thread::sleep_for(scaled(300ms));
-    q[0].start();
-    q[1].start();
-    const bool won = waiting.get();
-    INFO(ec.message());
-    CHECK_FALSE(ec);
-    CHECK(won);
+    CHECK(q.holding("outage") == 0);
+    CHECK(q.holding("outage:default") == 0);
   }
-  CHECK(q.holding("outage") == 0);
-  CHECK(q.holding("outage:default") == 0);
 
   // Down for good: a wait longer than the lease votes for one lease, then
-  // fails with the last vote's words.
-  q[0].kill();
-  q[1].kill();
-  wait_node(b, 0, false);
-  wait_node(b, 1, false);
-  auto began = std::chrono::steady_clock::now();
-  auto hold = lock.try_acquire_for(scaled(10s), ec);
-  auto took = std::chrono::steady_clock::now() - began;
-  CHECK_FALSE(hold.has_value());
+  // fails with the last vote's words (the default lock's SUBSCRIBE, which
+  // fails too, has none of its own).
+  majority_down();
+  const auto lease = scaled(1s);
+  RedlockTokenSpin spin(b, "outage", {}, r::FixedLease(lease), w::Spin(20ms));
+  dlock::Lock<dlock::RedlockBackend> by_default(b, "outage:default", {}, r::Watchdog(lease));
+  auto ends_after_a_lease = [&](auto& lock) {
+    std::error_code ec;
+    auto began = std::chrono::steady_clock::now();
+    auto hold = lock.try_acquire_for(scaled(10s), ec);
+    auto took = std::chrono::steady_clock::now() - began;
+    CHECK_FALSE(hold.has_value());
+    CHECK(ec == dlock::error::no_quorum);
+    CHECK(took >= lease);
+    CHECK(took < scaled(9s));  // not the deadline: the lease ended it
+    auto what = message_of([&] { lock.try_lock_for(scaled(10s)); });
+    INFO(what);
+    CHECK(what.find("1 of 3 nodes answered") != std::string::npos);
+    CHECK(what.find("127.0.0.1:" + std::to_string(q[0].port())) != std::string::npos);
+  };
+  ends_after_a_lease(spin);
+  ends_after_a_lease(by_default);
+  // A shorter wait ends at its deadline, with no_quorum (not not_acquired).
+  std::error_code ec;
+  CHECK_FALSE(spin.try_acquire_for(scaled(100ms), ec).has_value());
   CHECK(ec == dlock::error::no_quorum);
-  CHECK(took >= lease);
-  CHECK(took < scaled(9s));  // not the deadline: the lease ended it
-  // A shorter wait ends at its deadline, with no_quorum (not not_acquired),
-  // and the throwing form names the dead nodes.
-  hold = lock.try_acquire_for(scaled(100ms), ec);
-  CHECK(ec == dlock::error::no_quorum);
-  auto what = message_of([&] { lock.try_lock_for(scaled(100ms)); });
-  INFO(what);
-  CHECK(what.find("1 of 3 nodes answered") != std::string::npos);
-  CHECK(what.find("127.0.0.1:" + std::to_string(q[0].port())) != std::string::npos);
   // TryOnce: one vote, its verdict at once.
   RedlockToken once(b, "outage", {}, r::FixedLease(lease));
   CHECK_FALSE(once.try_acquire(ec).has_value());
   CHECK(ec == dlock::error::no_quorum);
   CHECK(q.holding("outage") == 0);
+}
+
+TEST_CASE("Redlock: once a vote hears a majority again, a wait that times out is not_acquired, not no_quorum",
+          "[redlock]") {
+  quorum_servers q(5);
+  dlock::RedlockBackend b(settings(q));
+  RedlockTokenSpin lock(b, "taken", {}, r::FixedLease(scaled(5s)), w::Spin(20ms));
+  for (std::size_t i : {3u, 4u}) q[i].command({"SET", "taken", "someone else", "PX", "60000"});
+  for (std::size_t i = 0; i < 3; ++i) {
+    q[i].kill();
+    wait_node(b, i, false);
+  }
+  // The first votes hear 2 of 5; once node 0 is back they hear 3 (a
+  // majority), and 2 of them say held: the lock is held, not unreachable.
+  std::error_code ec;
+  auto waiting = std::async(std::launch::async, [&] { return lock.try_acquire_for(scaled(3s), ec).has_value(); });
+  std::this_thread::sleep_for(scaled(300ms));
+  q[0].start();
+  CHECK_FALSE(waiting.get());
+  CHECK(ec == dlock::error::not_acquired);
 }
 
 TEST_CASE("Redlock: the watchdog renews on a majority, and the loss is signalled once no majority can",

@@ -172,8 +172,8 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
   // the no_quorum retry below); unset once a try hears a majority.
   std::optional<detail::steady::time_point> quorum_lost_since;
   std::string quorum_reply;  // the last such try's message
-  // A vote (or a quorum's SUBSCRIBE) heard too few nodes: whether the wait
-  // goes on, which it does for at most one lease (see the try below).
+  // A vote heard too few nodes: whether the wait goes on, which it does
+  // for at most one lease (see the try below).
   auto quorum_short = [&](std::string words, milliseconds lease) {
     const auto now = detail::steady::now();
     if (!quorum_lost_since) quorum_lost_since = now;
@@ -216,8 +216,8 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         tried = rec;
         auto [ec, won] = co_await try_once(*rec);
         if (ec == error::no_quorum) {
-          // Too few nodes answered this vote, and nothing of it is left
-          // held (Quorum gave it back): as Redlock's algorithm says, the
+          // Too few nodes answered this vote, and no majority holds it
+          // (Quorum gave back what it could): as Redlock's algorithm says, the
           // wait goes on as behind a holder (a node slow for a moment, or
           // restarting, loses one vote, not the acquire), for at most one
           // lease from the first such vote; then, or at the deadline, the
@@ -274,10 +274,16 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
       prepared = true;
       if ((ended = co_await steps.prepare())) {
         if constexpr (contract::backend_quorum<BackendT>) {
-          // Too few nodes took the subscription: as a vote that heard too
-          // few, a pause of one reply timeout, then a try and a new one.
-          if (ended == error::no_quorum && quorum_short(steps.server_reply(), tried->lease)) {
+          // Too few nodes took the subscription: a pause of one reply
+          // timeout, then a vote (which keeps the no_quorum window, above)
+          // and a new subscription. While votes hear a majority that
+          // holds, the wait polls so until its deadline.
+          if (ended == error::no_quorum) {
             prepared = false;
+            if (co_await cancelled()) {
+              ended = asio::error::operation_aborted;
+              break;
+            }
             ended = co_await detail::sleep_until(std::min(deadline, detail::steady::now() + backend_.reply_timeout()));
             if (ended) break;  // cancelled
             continue;
