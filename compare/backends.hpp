@@ -15,6 +15,7 @@
 #include "../examples/failover_story.hpp"
 #include "measure.hpp"
 #include "report.hpp"
+#include "story_timelines.hpp"
 
 namespace dlock::compare {
 
@@ -68,8 +69,10 @@ backend_row backend_cycles(RedisBackend& single, sentinel_servers& s, const std:
 /// Seed 003's story, `runs` times each act, counted.
 inline failover_row failover_fault(int runs) {
   namespace story = examples::failover_story;
-  auto t = story::run_all(runs, [](story::act, const story::outcome&) {});
   failover_row f;
+  auto t = story::run_all(runs, [&f](story::act which, const story::outcome& o) {
+    if (f.timelines.size() < std::size(story::acts)) f.timelines.push_back(failover_timeline(which, o));
+  });
   f.runs = t.runs;
   f.reproduced_overlaps = t.overlaps[0];
   f.prevented_overlaps = t.overlaps[1];

@@ -219,6 +219,8 @@ def check_backends(exe, out):
         fail(f"the failover story's counts: {f}")
     if "fault: seed 003's failover" not in r.stdout:
         fail("the table has no failover row")
+    check_phases.check_deployment("failover", f, {"failover": True, "failover_acknowledged": False,
+                                                  "failover_fenced": True}, out, fail)
 
 
 def check_cluster(exe, out):
@@ -316,6 +318,7 @@ def check_redlock(exe, out):
     s = q["restart"]
     if not (s["runs"] == 1 and s["at_once_overlaps"] == 1 and s["delayed_overlaps"] == 0 and s["delayed_b_held"] == 1):
         fail(f"the restart story's counts: {s}")
+    check_phases.check_deployment("restart", s, {"restart": True, "restart_delayed": False}, out, fail)
     if "fault: the restart story" not in r.stdout or "token/fixed/spin" not in r.stdout:
         fail("the table has no Redlock figures")
 

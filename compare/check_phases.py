@@ -1,7 +1,7 @@
 """Parts of dlock-compare's run checked for check_compare.py: the phases
 that measure one ownership each (permits, readers), each taking the run's
 JSON, its stdout and check_compare's fail(); and the fault stories'
-timelines (check_timelines), for the report page."""
+timelines (check_timelines, check_deployment), for the report page."""
 
 
 def check_permits(data, stdout, fail):
@@ -74,6 +74,35 @@ def check_timelines(pair, f, fail):
             fail(f"{pair}: the fenced pause's timeline does not mark the refused write: {kinds}")
         if overlapped != verdict:
             fail(f"{pair}: the {t['story']} timeline's overlaps {t['overlaps']} disagree with its verdict {verdict}")
+
+
+def check_deployment(name, part, expected, out, fail):
+    """A deployment's fault story (Sentinel's failover, Redlock's restart)
+    drawn: one timeline per act in `expected` (story: whether it
+    overlaps), each with the deployment's own events across its lanes,
+    overlaps that its holds make and its verdict says, and a figure on the
+    run's page (report.html in `out`)."""
+    import os
+    timelines = part.get("timelines", [])
+    if [t["story"] for t in timelines] != list(expected):
+        fail(f"{name}: timelines {[t['story'] for t in timelines]}, expected {list(expected)}")
+    for t in timelines:
+        whole = [e["kind"] for e in t.get("events", [])]
+        if not t["sentence"] or not whole or not set(whole) <= {"failover", "kill", "restart"}:
+            fail(f"{name}: the {t['story']} timeline has no sentence or no deployment events: {t}")
+        mine = overlaps_of(t)
+        if [(round(a, 2), round(b, 2)) for a, b in mine] != [(round(o["start_ms"], 2), round(o["end_ms"], 2))
+                                                            for o in t["overlaps"]]:
+            fail(f"{name}: the {t['story']} timeline records overlaps {t['overlaps']}, its holds make {mine}")
+        if bool(t["overlaps"]) != expected.get(t["story"]):
+            fail(f"{name}: the {t['story']} timeline's overlaps {t['overlaps']} disagree with the story's counts")
+        a_events = [e["kind"] for lane in t["lanes"] if lane["name"] == "A" for e in lane["events"]]
+        if t["story"] in ("failover_acknowledged", "failover_fenced") and "refused" not in a_events:
+            fail(f"{name}: {t['story']} does not mark what was refused: {a_events}")
+    page = open(os.path.join(out, "report.html")).read()
+    drawn = sum(page.count(f'<figure class="story" data-story="{story}"') for story in expected)
+    if 'id="deployments"' not in page or drawn != len(expected):
+        fail(f"{name}: the page draws {drawn} of its {len(expected)} stories")
 
 
 def check_report_page(data, out, stderr, fail):

@@ -32,6 +32,7 @@
 #include <support/hold_history.hpp>
 
 #include "report.hpp"
+#include "report_format.hpp"
 
 namespace dlock::compare {
 
@@ -78,14 +79,7 @@ return 1
   return redis.command(redis::request().push("EVAL", check, 1, store, token)).integer == 1;
 }
 
-/// Milliseconds for a sentence: "812 ms", "1,520 ms".
-inline std::string fmt_ms(double ms) {
-  char buf[48];
-  const long long whole = static_cast<long long>(ms + 0.5);
-  if (whole >= 1000) std::snprintf(buf, sizeof buf, "%lld,%03lld ms", whole / 1000, whole % 1000);
-  else std::snprintf(buf, sizeof buf, "%lld ms", whole);
-  return buf;
-}
+using format::fmt_ms;
 
 /// How a paused holder's story ended.
 struct paused_end {

@@ -21,6 +21,7 @@
 #include <support/redis_server.hpp>
 
 #include "../examples/redlock_story.hpp"
+#include "story_timelines.hpp"
 #include "measure.hpp"
 #include "redlock_phase.hpp"
 
@@ -239,6 +240,10 @@ restart_row restart_story(int runs) {
     row.delayed_overlaps += later.overlap;
     row.delayed_b_held += later.b_held;
     if (later.b_held) row.delayed_b_after_ms.push_back(static_cast<double>(later.b_after_ms));
+    if (run == 0) {
+      row.timelines.push_back(restart_timeline(false, now, row.lease_ms, 0));
+      row.timelines.push_back(restart_timeline(true, later, row.lease_ms, row.delayed_ms));
+    }
   }
   return row;
 }

@@ -220,9 +220,7 @@ std::string json(const environment& env, const std::vector<combination_result>& 
            ", \"skewed_clock_stole\": " + (f.skewed_clock_stole ? (*f.skewed_clock_stole ? "true" : "false") : "null") +
            ", \"skew_s\": " + number(f.skew_s) + ", \"fenced_late_write_refused\": " +
            (f.fenced_late_write_refused ? (*f.fenced_late_write_refused ? "true" : "false") : "null") +
-           ",\n     \"timelines\": [";
-    for (std::size_t k = 0; k < f.timelines.size(); ++k) out += (k ? ",\n      " : "\n      ") + f.timelines[k].json();
-    out += "]}";
+           ",\n     \"timelines\": " + timelines_json(f.timelines) + "}";
   }
   out += "\n  ],\n  \"renewals\": " + renewals;
   out += ",\n  \"permits\": " + permits;
@@ -247,7 +245,8 @@ std::string json(const environment& env, const std::vector<combination_result>& 
            ", \"prevented_refused\": " + std::to_string(f.prevented_refused) + ", \"prevented_b_alone\": " +
            std::to_string(f.prevented_b_alone) + ", \"fenced_overlaps\": " + std::to_string(f.fenced_overlaps) +
            ", \"fenced_late_refused\": " + std::to_string(f.fenced_late_refused) + ", \"kill_to_lock_min_ms\": " +
-           number(f.kill_to_lock_min_ms) + ", \"kill_to_lock_max_ms\": " + number(f.kill_to_lock_max_ms) + "}";
+           number(f.kill_to_lock_min_ms) + ", \"kill_to_lock_max_ms\": " + number(f.kill_to_lock_max_ms) +
+           ",\n     \"timelines\": " + timelines_json(f.timelines) + "}";
   } else {
     out += "null";
   }

@@ -129,6 +129,7 @@ struct failover_row {
   int prevented_overlaps = 0, prevented_refused = 0, prevented_b_alone = 0;
   int fenced_overlaps = 0, fenced_late_refused = 0;
   double kill_to_lock_min_ms = 0, kill_to_lock_max_ms = 0;
+  std::vector<timeline> timelines;  ///< each act's first run, drawn
 };
 
 /// One combination on a Redis Cluster against one server (--backend
@@ -265,6 +266,7 @@ struct restart_row {
   double lease_ms = 0, delayed_ms = 0;  ///< the lease, and how long the delayed act keeps the node out
   int at_once_overlaps = 0, at_once_b_held = 0, delayed_overlaps = 0, delayed_b_held = 0;
   std::vector<double> at_once_b_after_ms, delayed_b_after_ms;  ///< from the crash to B's lock
+  std::vector<timeline> timelines;  ///< each act's first run, drawn
 };
 
 /// The Redlock part of a run.

@@ -37,6 +37,22 @@ inline std::string quoted(std::string_view s) {
   return out + "\"";
 }
 
+/// Milliseconds for a sentence: "812 ms", "1,520 ms".
+inline std::string fmt_ms(double ms) {
+  char buf[48];
+  const long long whole = static_cast<long long>(ms + 0.5);
+  if (whole >= 1000) std::snprintf(buf, sizeof buf, "%lld,%03lld ms", whole / 1000, whole % 1000);
+  else std::snprintf(buf, sizeof buf, "%lld ms", whole);
+  return buf;
+}
+
+/// Timelines as a JSON list, one per line.
+inline std::string timelines_json(const std::vector<timeline>& ts) {
+  std::string out = "[";
+  for (std::size_t k = 0; k < ts.size(); ++k) out += (k ? ",\n      " : "\n      ") + ts[k].json();
+  return out + "]";
+}
+
 inline std::string number(double v) { return std::isfinite(v) ? fmt("%.3f", v) : "null"; }
 
 /// A JSON array of numbers.

@@ -29,8 +29,10 @@ import html
 import json
 import math
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # report_tables.py, beside this file
+from report_tables import draw_plots, render_tables  # noqa: E402
 
 WIDTH = 760          # the SVG's width, px
 GUTTER = 150         # lane names, left of the time axis
@@ -171,7 +173,7 @@ def render_timeline(timeline, width=WIDTH):
         x = scale.x(e["at_ms"])
         top = lane_y(rows[0]) + 2
         bottom = lane_y(rows[-1]) + LANE - 2
-        if across or e.get("kind") == "lease_end":
+        if across or e.get("kind") == "lease_end" or len(rows) > 1:  # the whole story's: a line
             dash = ' stroke-dasharray="3,3"' if e.get("kind") == "lease_end" else ""
             out.append(f'<line class="event-line" x1="{x:.2f}" x2="{x:.2f}" y1="{top}" y2="{bottom}" '
                        f'stroke="{color}" stroke-width="1.2"{dash}/>')
@@ -234,7 +236,7 @@ h4 { font-size: 1em; margin: 1.2em 0 0.3em; }
 table.figures { border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }
 table.figures th, table.figures td { border-bottom: 1px solid #e0e0e0; padding: 2px 8px; text-align: right; }
 table.figures th:first-child, table.figures td:first-child, table.figures td:nth-child(2) { text-align: left; }
-figure.plot svg { max-width: 100%; height: auto; }
+figure.plot svg, svg.timeline { max-width: 100%; height: auto; }
 .legend { display: flex; flex-wrap: wrap; gap: 0.3em 1.2em; }
 .legend > span { white-space: nowrap; }
 """
@@ -269,77 +271,17 @@ def render_figure(timeline):
             f'<figcaption>{verdict}{html.escape(timeline.get("sentence", ""))}</figcaption></figure>')
 
 
-def cell(v, fmt="{:,.0f}"):
-    return "&ndash;" if v is None else html.escape(fmt.format(v) if not isinstance(v, str) else v)
-
-
-def render_tables(data):
-    """The run's figures as HTML tables: each combination's, then the
-    fault verdicts."""
-    rows = []
-    for c in data.get("combinations", []):
-        by_w = {r["workers"]: r for r in c.get("contention", [])}
-        w8 = by_w.get(8, {})
-        rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in (
-            html.escape(c.get("name", "")), html.escape(c.get("reproduces", "")),
-            cell(c.get("uncontended", {}).get("p50_ping"), "{:.2f}"), cell(w8.get("cycles_per_s")),
-            cell(w8.get("handoffs_per_s")), cell(w8.get("commands_per_acquisition"), "{:.1f}"),
-            cell(w8.get("overlaps")), cell(w8.get("lost_updates")))) + "</tr>")
-    out = []
-    if rows:
-        out.append("<h2>Every combination</h2><p>The uncontended cycle (one acquire and one release) in PING round "
-                   "trips measured in the same run; the rest from the run with 8 workers on one lock.</p>")
-        out.append('<table class="figures"><tr><th>combination</th><th>reproduces</th><th>cycle p50 / PING</th>'
-                   "<th>cycles/s (8 workers)</th><th>hand-offs/s</th><th>commands / acquisition</th>"
-                   "<th>overlaps</th><th>lost updates</th></tr>" + "".join(rows) + "</table>")
-    faults = data.get("faults", [])
-    if faults:
-        yes_no = {True: "yes", False: "no", None: None}
-        out.append("<h2>Fault verdicts</h2>")
-        out.append('<table class="figures"><tr><th>ownership / renewal</th><th>killed holder: freed after</th>'
-                   "<th>paused holder: overlap</th><th>its release</th><th>late release deleted the next key</th>"
-                   "<th>fast clock stole</th><th>fenced late write refused</th></tr>" + "".join(
-                       "<tr>" + "".join(f"<td>{x}</td>" for x in (
-                           html.escape(f["combination"].rsplit("/", 1)[0]),
-                           cell(f.get("killed_freed_ms"), "{:,.0f} ms") if f.get("killed_freed_ms") is not None
-                           else "never",
-                           cell(yes_no[f.get("paused_overlap")]), html.escape(f.get("paused_release", "")),
-                           cell(yes_no[f.get("late_release_deleted_other")]),
-                           cell(yes_no[f.get("skewed_clock_stole")]),
-                           cell(yes_no[f.get("fenced_late_write_refused")]))) +
-                       "</tr>" for f in faults) + "</table>")
-    return "\n".join(out)
-
-
-def inline_svg(text):
-    """A saved SVG file's text as an element to put in a page (without its
-    XML declaration and doctype)."""
-    at = text.find("<svg")
-    return text[at:] if at >= 0 else ""
-
-
-def draw_plots(json_path, out_dir):
-    """Runs plot_compare.py (beside this file) into out_dir: the plots'
-    titles and SVG elements, or the reason there are none."""
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plot_compare.py")
-    if not os.path.exists(script):
-        return [], "plot_compare.py is not beside report_page.py"
-    try:
-        r = subprocess.run(["/usr/bin/python3", script, json_path, out_dir], capture_output=True, text=True,
-                           timeout=240)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return [], f"plot_compare.py did not run: {e}"
-    if r.returncode != 0:
-        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
-        return [], f"plot_compare.py failed ({last}); ./dev plot installs python3-matplotlib"
-    plots = []
-    for name, title in (("uncontended.svg", "The uncontended cycle"), ("handoff.svg", "Hand-off under contention"),
-                        ("commands.svg", "Server work per acquisition")):
-        path = os.path.join(out_dir, name)
-        if os.path.exists(path):
-            with open(path) as f:
-                plots.append((title, inline_svg(f.read())))
-    return plots, ""
+def deployment_stories(data):
+    """(heading, timelines) for each deployment's fault story the run
+    played: Sentinel's failover (--backend sentinel), Redlock's node
+    restart (--backend redlock3)."""
+    backends = data.get("backends") or {}
+    failover = backends.get("failover") or {}
+    restart = (backends.get("redlock") or {}).get("restart") or {}
+    return [(heading, part["timelines"]) for heading, part in (
+        ("Sentinel: seed 003's failover (token/watchdog/spin, a master and two replicas)", failover),
+        ("Redlock: a node's restart (token/fixed/tryonce, three nodes without persistence)", restart))
+        if part.get("timelines")]
 
 
 def render_page(data, plots=(), no_plots=""):
@@ -348,20 +290,26 @@ def render_page(data, plots=(), no_plots=""):
     parts = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
              '<title>dlock-compare: the holds, drawn</title>', f"<style>{STYLE}</style></head><body>",
              "<h1>dlock-compare: the holds, drawn</h1>"]
+    stories = {f["combination"]: f["timelines"] for f in data.get("faults", []) if f.get("timelines")}
+    deployments = deployment_stories(data)
+    strips = [(c["name"], r["strip"]) for c in data.get("combinations", []) for r in c.get("contention", [])
+              if r.get("strip")]
     env = data.get("environment", {})
     if env:
-        parts.append(f'<p>Redis {html.escape(str(env.get("redis_version", "")))} '
-                     f'({html.escape(str(env.get("redis", "")))}), {env.get("cpu_count", "?")} CPUs, '
-                     f'PING p50 {env.get("ping", {}).get("p50_us", 0):.1f} &micro;s, dlock '
-                     f'{html.escape(str(env.get("dlock_version", "")))} ({html.escape(str(env.get("git_commit", "")))}'
-                     f'){"" if env.get("optimized", True) else ", <b>built without optimization</b>: its speed is not dlock&#39;s"}'
+        # A run of the backends alone measured no PING and named no server.
+        version, ping = str(env.get("redis_version", "")), env.get("ping", {}).get("p50_us", 0)
+        parts.append("<p>" + (f'Redis {html.escape(version)} ({html.escape(str(env.get("redis", "")))}), '
+                              if version else "") +
+                     f'{env.get("cpu_count", "?")} CPUs, ' + (f"PING p50 {ping:.1f} &micro;s, " if ping else "") +
+                     f'dlock {html.escape(str(env.get("dlock_version", "")))} '
+                     f'({html.escape(str(env.get("git_commit", "")))})'
+                     f'{"" if env.get("optimized", True) else ", <b>built without optimization</b>: its speed is not dlock&#39;s"}'
                      f', {html.escape(str(env.get("depth", "")))} run.</p>')
-        parts.append("<p>Sections: <a href=\"#faults\">fault stories</a>, <a href=\"#contention\">contention</a>, "
-                     "<a href=\"#figures\">figures</a>.</p>")
-    stories = {}
-    for f in data.get("faults", []):
-        if f.get("timelines"):
-            stories[f["combination"]] = f["timelines"]
+        sections = [(anchor_id, name) for anchor_id, name, present in (
+            ("faults", "fault stories", stories), ("deployments", "deployments' fault stories", deployments),
+            ("contention", "contention", strips), ("figures", "figures", data.get("combinations") or data.get("faults")))
+            if present]
+        parts.append("<p>Sections: " + ", ".join(f'<a href="#{a}">{html.escape(n)}</a>' for a, n in sections) + ".</p>")
     if stories:
         parts.append('<h2 id="faults">Fault stories</h2>')
         parts.append("<p>Each client is a lane; each hold a bar from the moment its acquire was answered to the "
@@ -370,8 +318,16 @@ def render_page(data, plots=(), no_plots=""):
         for combination, timelines in stories.items():
             parts.append(f"<h3>{html.escape(combination)}</h3>")
             parts += [render_figure(t) for t in timelines]
-    strips = [(c["name"], r["strip"]) for c in data.get("combinations", []) for r in c.get("contention", [])
-              if r.get("strip")]
+    if deployments:
+        parts.append('<h2 id="deployments">Deployments\' fault stories</h2>')
+        parts.append("<p>The same drawing for what happens to a deployment rather than to a client: a vertical line "
+                     "is an event of the whole deployment (a master killed, a replica promoted, a node down or back), "
+                     "drawn across every lane.</p>")
+        if not stories:
+            parts.append(legend())
+        for heading, timelines in deployments:
+            parts.append(f"<h3>{html.escape(heading)}</h3>")
+            parts += [render_figure(t) for t in timelines]
     if strips:
         parts.append('<h2 id="contention">Contention</h2>')
         parts.append("<p>Eight workers in two processes take one lock over and over, each holding it for a short "
@@ -419,7 +375,9 @@ def main(argv):
         return 2
     with open(argv[1]) as f:
         data = json.load(f)
-    plots, no_plots = draw_plots(argv[1], os.path.dirname(os.path.abspath(argv[2])))
+    # A run of the backends alone has no combinations of one server to plot.
+    plots, no_plots = draw_plots(argv[1], os.path.dirname(os.path.abspath(argv[2]))) \
+        if data.get("combinations") else ([], "")
     with open(argv[2], "w") as f:
         f.write(render_page(data, plots, no_plots))
     print(f"report_page: wrote {argv[2]}")

@@ -162,7 +162,8 @@ std::string redlock_json(const redlock_result& r) {
            std::to_string(s.at_once_overlaps) + ", \"at_once_b_held\": " + std::to_string(s.at_once_b_held) +
            ", \"delayed_overlaps\": " + std::to_string(s.delayed_overlaps) + ", \"delayed_b_held\": " +
            std::to_string(s.delayed_b_held) + ", \"at_once_b_after_ms\": " + number_list(s.at_once_b_after_ms) +
-           ", \"delayed_b_after_ms\": " + number_list(s.delayed_b_after_ms) + "}";
+           ", \"delayed_b_after_ms\": " + number_list(s.delayed_b_after_ms) +
+           ",\n     \"timelines\": " + timelines_json(s.timelines) + "}";
   } else {
     out += "null";
   }

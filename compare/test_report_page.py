@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 spec = importlib.util.spec_from_file_location("report_page", sys.argv[1])
 page = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(page)
+import report_tables  # noqa: E402 (beside report_page.py, which put its folder on the path)
 
 SVG = "{http://www.w3.org/2000/svg}"
 failures = []
@@ -95,7 +96,7 @@ check("<h4>token/fixed/spin</h4>" in html, "a strip is titled by its combination
 check(html.count('class="overlap"') == 1, "one red region on the page")
 check("two holders at once." in html and "never two holders." in html, "each figure has its verdict")
 check('<table class="figures">' in html and "<td>token/fixed/spin</td>" in html, "the figures' table")
-plots = [("The uncontended cycle", page.inline_svg('<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg id="p"></svg>'))]
+plots = [("The uncontended cycle", report_tables.inline_svg('<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg id="p"></svg>'))]
 with_plots = page.render_page({}, plots)
 check('<figure class="plot"><h3>The uncontended cycle</h3><svg id="p"></svg></figure>' in with_plots,
       "a plot goes inline, without its XML declaration")
@@ -108,6 +109,29 @@ check("two holders at once, but the late write was refused." in page.render_figu
       "an overlap whose late write was refused says so")
 check("<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', ""),
       "no script, no fetch")
+
+# A deployment's story: its events (a failover, a node down) are lines
+# across every lane, and the page gives such stories a section of their own.
+failover = {"story": "failover", "title": "failover", "sentence": "A master died.",
+            "lanes": [{"name": "A", "holds": [{"start_ms": 0, "end_ms": 900}], "events": []},
+                      {"name": "B", "holds": [{"start_ms": 600, "end_ms": 800}], "events": []}],
+            "events": [{"at_ms": 100, "kind": "failover", "label": "master killed"},
+                       {"at_ms": 500, "kind": "kill", "label": "node 2 down"}],
+            "overlaps": [{"start_ms": 600, "end_ms": 800, "lanes": ["A", "B"]}]}
+svg = page.render_timeline(failover)
+lines = [x for x in ET.fromstring(svg).iter(SVG + "line") if x.get("class") == "event-line"]
+check(len(lines) == 2, f"a whole story's events are lines, not {len(lines)}")
+check(all(float(x.get("y1")) < page.lane_y(0) + 3 and float(x.get("y2")) > page.lane_y(1) + page.LANE - 3
+          for x in lines), "each line crosses every lane")
+check(sorted(texts(svg, "event")) == ["master killed", "node 2 down"], "the story's events are labelled")
+restart = dict(failover, story="restart", overlaps=[])
+deployed = page.render_page({"environment": {"ping": {}}, "backends": {
+    "failover": {"timelines": [failover]}, "redlock": {"restart": {"timelines": [restart]}}}})
+check('<h2 id="deployments">' in deployed and 'href="#deployments"' in deployed, "a section for deployments")
+check(len(re.findall(r'<figure class="story" data-story="(failover|restart)"', deployed)) == 2,
+      "one figure per deployment story")
+check("<h3>Sentinel: seed 003" in deployed and "<h3>Redlock: a node" in deployed, "each headed by its deployment")
+check('id="deployments"' not in html, "no such section without them")
 
 for f in failures:
     print("FAILED:", f)

@@ -31,6 +31,18 @@ std::vector<test::overlap> timeline::overlaps() const {
   return history.overlaps();
 }
 
+namespace {
+
+std::string events_json(const std::vector<timeline::event_at>& events) {
+  std::string out = "[";
+  for (std::size_t k = 0; k < events.size(); ++k)
+    out += (k ? ", " : "") + std::string("{\"at_ms\": ") + number(events[k].at_ms) +
+           ", \"kind\": " + quoted(events[k].kind) + ", \"label\": " + quoted(events[k].label) + "}";
+  return out + "]";
+}
+
+}  // namespace
+
 std::string timeline::json() const {
   std::string out = "{\"story\": " + quoted(story_) + ", \"title\": " + quoted(title_) +
                     ", \"sentence\": " + quoted(sentence_) + ",\n       \"lanes\": [";
@@ -40,13 +52,10 @@ std::string timeline::json() const {
     for (std::size_t k = 0; k < l.holds.size(); ++k)
       out += (k ? ", " : "") + std::string("{\"start_ms\": ") + number(ms(l.holds[k].start_ns)) +
              ", \"end_ms\": " + number(ms(l.holds[k].end_ns)) + "}";
-    out += "], \"events\": [";
-    for (std::size_t k = 0; k < l.events.size(); ++k)
-      out += (k ? ", " : "") + std::string("{\"at_ms\": ") + number(l.events[k].at_ms) +
-             ", \"kind\": " + quoted(l.events[k].kind) + ", \"label\": " + quoted(l.events[k].label) + "}";
-    out += "]}";
+    out += "], \"events\": " + events_json(l.events) + "}";
   }
-  out += "],\n       \"overlaps\": [";
+  out += "],\n       \"events\": " + events_json(events_);
+  out += ",\n       \"overlaps\": [";
   auto found = overlaps();
   for (std::size_t i = 0; i < found.size(); ++i) {
     auto& o = found[i];

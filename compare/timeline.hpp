@@ -25,9 +25,14 @@ class timeline {
   /// release sent). Lanes appear in the order first named.
   void hold(const std::string& lane, std::int64_t start_ns, std::int64_t end_ns);
   /// An event on `lane` at `at_ns`: kind is one of kill, stop, cont,
-  /// lease_end, lost, write, refused, release, delete, skew (report_page.py
-  /// draws each).
+  /// lease_end, lost, write, refused, release, delete, skew, failover,
+  /// restart (report_page.py draws each).
   void event(const std::string& lane, std::int64_t at_ns, std::string kind, std::string label);
+  /// An event of the whole story (a failover, a node's crash or restart)
+  /// at `at_ns`, drawn across every lane.
+  void story_event(std::int64_t at_ns, std::string kind, std::string label) {
+    events_.push_back(event_at{ms(at_ns), std::move(kind), std::move(label)});
+  }
   /// A lane named `name`, empty until something happens on it (so that
   /// lanes keep an order of the caller's, idle ones included).
   void add_lane(const std::string& name) { lane(name); }
@@ -39,11 +44,13 @@ class timeline {
   /// The JSON object report_page.py reads.
   std::string json() const;
 
- private:
+  /// An event as drawn: ms from the story's start, its kind and label.
   struct event_at {
-    double at_ms;
-    std::string kind, label;
+    double at_ms;             ///< from the story's start
+    std::string kind, label;  ///< see event()
   };
+
+ private:
   struct lane_data {
     std::string name;
     std::vector<test::hold_span> holds;
@@ -55,6 +62,7 @@ class timeline {
   std::string story_, title_, sentence_;
   std::int64_t t0_ns_;
   std::vector<lane_data> lanes_;
+  std::vector<event_at> events_;  // the whole story's
 };
 
 }  // namespace dlock::compare

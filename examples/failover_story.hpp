@@ -9,6 +9,7 @@
 #include <future>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <dlock/backend/sentinel.hpp>
@@ -36,6 +37,12 @@ struct outcome {
   bool late_write_refused = false;
   std::uint64_t a_token = 0, b_token = 0;
   long long failover_ms = 0;  // from the kill to B's lock
+  // When each thing happened (CLOCK_MONOTONIC ns; 0: it did not), for
+  // dlock-compare's timeline of the story.
+  struct stamps {
+    std::int64_t start = 0, a_answered = 0, kill = 0, promoted = 0, b_start = 0, b_write = 0, b_end = 0,
+                 a_late_write = 0, a_end = 0;
+  } at;
 };
 
 inline dlock::redis::sentinel_config settings(const test::sentinel_deployment& d, act which) {
@@ -61,14 +68,16 @@ inline outcome run(act which, test::sentinel_deployment& d) {
 
   d.hold_replication();
   std::error_code ec;
+  out.at.start = test::monotonic_ns();
   auto a_hold = a.try_acquire(ec);
-  const auto a_start = test::monotonic_ns();
+  const auto a_start = out.at.a_answered = test::monotonic_ns();
   out.a_held = a_hold.has_value();
   if (!a_hold) out.a_refusal = ec.message();
   if (a_hold) out.a_token = a_hold->fencing_token().value_or(0);
 
   const auto old_port = d.node(0).port();
   const auto killed = std::chrono::steady_clock::now();
+  out.at.kill = test::monotonic_ns();
   d.node(0).kill();
   d.lose_held_replication();  // what the replicas never got dies with the master
   // Sentinel tries a failover that it aborted (on a loaded machine, say, a
@@ -76,20 +85,25 @@ inline outcome run(act which, test::sentinel_deployment& d) {
   // timeout (60 s here): wait past that rather than fail the story. (Once
   // in a loaded test run the default 30 s passed without a new master.)
   d.wait_for_new_master(old_port, std::chrono::seconds(130));
+  out.at.promoted = test::monotonic_ns();
   auto b_hold = b.try_acquire_for(test::scaled(20s), ec);
   out.b_held = b_hold.has_value();
   if (!b_hold) return out;
   out.failover_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed).count();
-  const auto b_start = test::monotonic_ns();
+  const auto b_start = out.at.b_start = test::monotonic_ns();
   out.b_token = b_hold->fencing_token().value_or(0);
+  std::this_thread::sleep_for(test::scaled(300ms));  // B's work, then its write
+  out.at.b_write = test::monotonic_ns();
   store.write(out.b_token, "B's work");
-  const auto both = test::monotonic_ns();
+  const auto both = out.at.b_end = test::monotonic_ns();
   b_hold->release(ec);
   if (a_hold) {
     history.add({"story", "A", a_start, both});
     // A, still believing it holds the lock, writes its work late.
+    out.at.a_late_write = test::monotonic_ns();
     out.late_write_refused = !store.write(out.a_token, "A's late work");
+    out.at.a_end = test::monotonic_ns();
     a_hold->release(ec);  // lease_lost: B took and released the key
   }
   history.add({"story", "B", b_start, both});

@@ -36,6 +36,12 @@ struct outcome {
   bool b_held = false;    ///< B won while node 1 was back
   bool overlap = false;   ///< the checker found A's and B's holds overlapping
   long long b_after_ms = 0;  ///< from node 1's crash to B's lock
+  /// When each thing happened (CLOCK_MONOTONIC ns; 0: it did not), for
+  /// dlock-compare's timeline of the story.
+  struct stamps {
+    std::int64_t start = 0, node2_down = 0, a_start = 0, a_end = 0, node2_back = 0, node1_crash = 0,
+                 node1_back = 0, b_start = 0, b_end = 0;
+  } at;  ///< see stamps
 };
 
 /// Three servers and two clients, each with its own backend.
@@ -55,6 +61,7 @@ class stage {
     RedlockBackend a_side(settings()), b_side(settings());
     Lock a(a_side, "story", {}, renewal::FixedLease(lease_));
     Lock b(b_side, "story", {}, renewal::FixedLease(lease_));
+    out.at.start = out.at.node2_down = dlock::test::monotonic_ns();
     servers_[2]->kill();
     wait_node(a_side, 2, false);
     auto a_hold = a.try_acquire();
@@ -62,13 +69,15 @@ class stage {
     if (!a_hold) return out;
     // A's critical section lasts until its release, or until its loss
     // signal says the lease could be over: a careful holder stops there.
-    const auto a_start = dlock::test::monotonic_ns();
+    const auto a_start = out.at.a_start = dlock::test::monotonic_ns();
     auto lost_at = std::make_shared<std::atomic<std::int64_t>>(0);
     a_hold->on_lost([lost_at] { lost_at->store(dlock::test::monotonic_ns()); });
     servers_[2]->start();
+    out.at.node2_back = out.at.node1_crash = dlock::test::monotonic_ns();
     servers_[1]->kill();
     const auto crash = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(out_for);
+    out.at.node1_back = dlock::test::monotonic_ns();
     servers_[1]->start();
     wait_node(b_side, 1, true);
     wait_node(b_side, 2, true);
@@ -77,13 +86,16 @@ class stage {
       if (!(b_hold = b.try_acquire())) std::this_thread::sleep_for(10ms);
     out.b_held = b_hold.has_value();
     if (b_hold) {
-      const auto b_start = dlock::test::monotonic_ns();
+      const auto b_start = out.at.b_start = dlock::test::monotonic_ns();
       out.b_after_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - crash).count();
+      std::this_thread::sleep_for(lease_ / 4);  // B's work
       dlock::test::hold_history history;
       auto lost = lost_at->load();
-      history.add({"story", "A", a_start, lost ? lost : dlock::test::monotonic_ns()});
-      history.add({"story", "B", b_start, dlock::test::monotonic_ns()});
+      out.at.a_end = lost ? lost : dlock::test::monotonic_ns();
+      out.at.b_end = dlock::test::monotonic_ns();
+      history.add({"story", "A", a_start, out.at.a_end});
+      history.add({"story", "B", b_start, out.at.b_end});
       out.overlap = !history.overlaps().empty();
     }
     std::error_code ignored;
