@@ -23,7 +23,8 @@ python3-matplotlib is missing, the page says so and goes without them).
 
 usage: report_page.py COMPARE_JSON OUT_HTML [--only COMBINATION:STORY,STORY...]
   --only  a page of those stories alone (README's picture is one:
-          --only token/fixed/spin:paused,paused_fenced)
+          --only token/fixed/spin:paused,paused_fenced; the deployments'
+          stories are under "deployments": --only deployments:failover)
 """
 import html
 import json
@@ -354,8 +355,13 @@ def only(data, spec):
     """A page of the stories `spec` names ("combination:story,story")."""
     combination, _, names = spec.partition(":")
     wanted = names.split(",")
-    picked = [t for f in data.get("faults", []) if f["combination"] == combination
-              for t in f.get("timelines", []) if t["story"] in wanted]
+    if combination == "deployments":  # the deployments' stories: "deployments:failover,restart"
+        pool = [(heading, t) for heading, timelines in deployment_stories(data) for t in timelines]
+    else:
+        pool = [(combination, t) for f in data.get("faults", []) if f["combination"] == combination
+                for t in f.get("timelines", [])]
+    picked = [t for _, t in pool if t["story"] in wanted]
+    combination = next((heading for heading, t in pool if t["story"] in wanted), combination)
     if len(picked) != len(wanted):
         raise SystemExit(f"report_page: {spec}: found {[t['story'] for t in picked]}")
     body = "\n".join(render_figure(t) for t in sorted(picked, key=lambda t: wanted.index(t["story"])))

@@ -132,6 +132,9 @@ check(len(re.findall(r'<figure class="story" data-story="(failover|restart)"', d
       "one figure per deployment story")
 check("<h3>Sentinel: seed 003" in deployed and "<h3>Redlock: a node" in deployed, "each headed by its deployment")
 check('id="deployments"' not in html, "no such section without them")
+alone = page.only({"backends": {"failover": {"timelines": [failover]}}}, "deployments:failover")
+check(alone.count('<figure class="story"') == 1 and "<h3>Sentinel: seed 003" in alone,
+      "--only deployments:STORY draws that story under its deployment's heading")
 
 for f in failures:
     print("FAILED:", f)
