@@ -34,9 +34,17 @@ parser::result parser::parse(std::string_view data) {
       return res;
     }
     if (s != step::complete) continue;
-    if (auto reply = attach(std::move(*done))) {
+    auto reply = attach(std::move(*done));
+    // The reply's own bounds: the values in its arrays, counted by attach()
+    // (the items' bounds do not add up to one); its bytes, as they are read.
+    if (reply_values_ > limits_.max_reply_values) {
+      fail(error::reply_too_large);
+      break;
+    }
+    if (reply) {
       res.consumed = pos;
       res.reply = std::move(reply);
+      reply_bytes_ = reply_values_ = 0;
       return res;
     }
   }
@@ -52,12 +60,14 @@ parser::step parser::read_bulk_payload(std::string_view data, std::size_t& pos, 
   bulk_->str.append(data.data() + pos, take);
   pos += take;
   bulk_remaining_ -= take;
+  reply_bytes_ += take;
   if (bulk_remaining_ > 2) return step::more;
   while (bulk_remaining_ > 0 && pos < data.size()) {
     char want = bulk_remaining_ == 2 ? '\r' : '\n';
     if (data[pos] != want) return fail(error::protocol_error);
     ++pos;
     --bulk_remaining_;
+    ++reply_bytes_;
   }
   if (bulk_remaining_ > 0) return step::more;
   done = std::move(*bulk_);
@@ -70,6 +80,8 @@ parser::step parser::read_header(std::string_view data, std::size_t& pos, std::o
   std::string_view line;
   if (step s = read_line(data.substr(pos), line); s != step::complete) return s;
   pos += line.size() + 2;
+  reply_bytes_ += line.size() + 2;
+  if (reply_bytes_ > limits_.max_reply_bytes) return fail(error::reply_too_large);
   std::string_view body = line.substr(1);
   switch (line[0]) {
     case '+':
@@ -124,6 +136,10 @@ parser::step parser::open_sized(char type, std::string_view size_text, std::opti
 }
 
 parser::step parser::open_bulk(std::size_t length) {
+  // Its payload and CRLF would take the reply past its bound: fail now,
+  // before reading (or reserving) any of it.
+  if (length + 2 > limits_.max_reply_bytes - std::min(reply_bytes_, limits_.max_reply_bytes))
+    return fail(error::reply_too_large);
   bulk_ = value::make_string(std::string(), kind::bulk_string);
   bulk_->str.reserve(std::min<std::size_t>(length, 64u << 10));
   bulk_remaining_ = length + 2;
@@ -153,6 +169,7 @@ std::optional<value> parser::attach(value v) {
   while (!stack_.empty()) {
     frame& top = stack_.back();
     top.array.elements.push_back(std::move(v));
+    ++reply_values_;
     if (--top.remaining > 0) return std::nullopt;
     v = std::move(top.array);
     stack_.pop_back();
@@ -169,6 +186,7 @@ void parser::reset() noexcept {
   stack_.clear();
   bulk_.reset();
   bulk_remaining_ = 0;
+  reply_bytes_ = reply_values_ = 0;
   failed_.clear();
 }
 

@@ -25,6 +25,13 @@ void check(bool ok, const char* what) {
   }
 }
 
+// The values inside `v`'s arrays, at any depth (as parser_limits counts).
+std::size_t values_in(const dlock::redis::value& v) {
+  std::size_t n = v.elements.size();
+  for (auto& e : v.elements) n += values_in(e);
+  return n;
+}
+
 // Feeds `input` in pieces whose sizes cycle through `sizes`.
 run parse_all(std::string_view input, const std::vector<std::size_t>& sizes) {
   dlock::redis::parser_limits limits;
@@ -32,6 +39,8 @@ run parse_all(std::string_view input, const std::vector<std::size_t>& sizes) {
   limits.max_elements = 256;
   limits.max_depth = 8;
   limits.max_line_length = 512;
+  limits.max_reply_bytes = 16384;
+  limits.max_reply_values = 1024;
   dlock::redis::parser p(limits);
   run out;
   std::string buffer;
@@ -52,6 +61,7 @@ run parse_all(std::string_view input, const std::vector<std::size_t>& sizes) {
       }
       if (!res.reply) break;
       check(res.consumed > 0, "a reply from no bytes");
+      check(values_in(*res.reply) <= limits.max_reply_values, "a reply past the total of values");
       out.replies.push_back(std::move(*res.reply));
     }
     // Without an error, only an incomplete line may stay unconsumed.

@@ -25,6 +25,7 @@
 #include <support/server_fixture.hpp>
 
 #include "../../examples/sharded_backend.hpp"
+#include "redlock_settings.hpp"
 
 namespace dlock::test {
 
@@ -178,7 +179,7 @@ struct cluster_servers {
 struct redlock_servers {
   using backend_type = RedlockBackend;
   std::vector<std::unique_ptr<redis_server>> nodes = three();
-  RedlockBackend backend{url()};
+  RedlockBackend backend{loaded_machine_redlock(url())};
 
   /// "redlock:<url>": lock_worker makes a RedlockBackend from the URL.
   std::string worker_spec() const { return "redlock:" + url(); }
@@ -191,7 +192,9 @@ struct redlock_servers {
     return n;
   }
   RedisBackend& plain(std::string_view) { return backend.node(0); }
-  std::unique_ptr<RedlockBackend> another() const { return std::make_unique<RedlockBackend>(url()); }
+  std::unique_ptr<RedlockBackend> another() const {
+    return std::make_unique<RedlockBackend>(loaded_machine_redlock(url()));
+  }
 
   std::string url() const {
     std::string out = "redis://";

@@ -187,6 +187,48 @@ TEST_CASE("the limits hold, before any allocation", "[resp]") {
   CHECK(feed("$9223372036854775807\r\n", 100).ec == dlock::error::reply_too_large);
 }
 
+TEST_CASE("one reply's total is bounded, not only each item", "[resp]") {
+  // Every item within its own bound, the reply past the total: arrays of
+  // arrays (each of 4 elements, 3 deep) hold 4 + 16 + 64 values.
+  parser_limits small;
+  small.max_elements = 4;
+  small.max_reply_values = 50;
+  small.max_reply_bytes = 1u << 20;
+  std::string deep;
+  for (int a = 0; a < 4; ++a) {
+    deep += "*4\r\n";
+    for (int b = 0; b < 4; ++b) deep += "*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n";
+  }
+  for (std::size_t chunk : {std::size_t(1), std::size_t(7), deep.size() + 4}) {
+    INFO("pieces of " << chunk);
+    CHECK(feed("*4\r\n" + deep, chunk, small).ec == dlock::error::reply_too_large);
+  }
+  small.max_reply_values = 83;  // one short
+  CHECK(feed("*4\r\n" + deep, 5, small).ec == dlock::error::reply_too_large);
+  small.max_reply_values = 84;  // exactly enough: the leaves and the arrays inside
+  auto fits = feed("*4\r\n" + deep, 5, small);
+  CHECK(!fits.ec);
+  CHECK(fits.replies.size() == 1);
+  // Bytes: two bulk strings within their bound, past the reply's total; the
+  // second fails at its header, before its payload is read.
+  parser_limits bytes;
+  bytes.max_bulk_length = 100;
+  bytes.max_reply_bytes = 150;
+  const std::string half = "$100\r\n" + std::string(100, 'x') + "\r\n";
+  CHECK(feed("*2\r\n" + half + half, 3, bytes).ec == dlock::error::reply_too_large);
+  CHECK(!feed("*1\r\n" + half, 3, bytes).ec);
+  // The totals are per reply: many replies each within them all parse.
+  std::string many;
+  for (int i = 0; i < 20; ++i) many += "*1\r\n" + half;
+  auto all = feed(many, 64, bytes);
+  CHECK(!all.ec);
+  CHECK(all.replies.size() == 20);
+  small.max_reply_values = 5;
+  std::string flat;
+  for (int i = 0; i < 30; ++i) flat += "*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n";
+  CHECK(feed(flat, 9, small).replies.size() == 30);
+}
+
 TEST_CASE("a line exactly at the limit passes however the input is cut", "[resp]") {
   // Found by the fuzzer: when a piece ended right after the CR, the whole
   // piece (CR included) was measured against the limit.

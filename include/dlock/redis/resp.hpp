@@ -65,12 +65,16 @@ struct value {
 std::string to_string(const value& v);
 
 /// Bounds that keep a hostile or broken peer from making the parser allocate
-/// without limit or recurse without end.
+/// without limit or recurse without end. Each item has its bound, and one
+/// top-level reply has two more, so that many items within their bounds
+/// (arrays nested 16 deep of a million elements each) cannot add up.
 struct parser_limits {
   std::size_t max_bulk_length = 64u << 20;  ///< bytes in one bulk string
   std::size_t max_elements = 1u << 20;      ///< elements in one array
   std::size_t max_depth = 16;               ///< arrays nested in arrays
   std::size_t max_line_length = 64u << 10;  ///< a simple string, error or header line
+  std::size_t max_reply_bytes = 128u << 20;  ///< bytes of one top-level reply, headers included
+  std::size_t max_reply_values = 1u << 20;   ///< values inside one top-level reply's arrays, at any depth
 };
 
 /// An incremental RESP2 parser. Feed it bytes as they arrive; it never reads
@@ -132,6 +136,8 @@ class parser {
   std::vector<frame> stack_;          // open arrays, outermost first
   std::optional<value> bulk_;         // a bulk string whose payload is arriving
   std::size_t bulk_remaining_ = 0;    // payload bytes plus the final CRLF still due
+  std::size_t reply_bytes_ = 0;       // bytes of the current top-level reply so far
+  std::size_t reply_values_ = 0;      // values put into its arrays so far
   std::error_code failed_;
 };
 
