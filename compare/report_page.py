@@ -311,14 +311,17 @@ def render_page(data, plots=(), no_plots=""):
             ("contention", "contention", strips), ("figures", "figures", data.get("combinations") or data.get("faults")))
             if present]
         parts.append("<p>Sections: " + ", ".join(f'<a href="#{a}">{html.escape(n)}</a>' for a, n in sections) + ".</p>")
+    def headed(groups):  # (heading, timelines): a heading, then each figure
+        for heading, timelines in groups:
+            parts.append(f"<h3>{html.escape(heading)}</h3>")
+            parts.extend(render_figure(t) for t in timelines)
+
     if stories:
         parts.append('<h2 id="faults">Fault stories</h2>')
         parts.append("<p>Each client is a lane; each hold a bar from the moment its acquire was answered to the "
                      "moment its release was sent. Where two holds of one lock overlap, the overlap is red.</p>")
         parts.append(legend())
-        for combination, timelines in stories.items():
-            parts.append(f"<h3>{html.escape(combination)}</h3>")
-            parts += [render_figure(t) for t in timelines]
+        headed(stories.items())
     if deployments:
         parts.append('<h2 id="deployments">Deployments\' fault stories</h2>')
         parts.append("<p>The same drawing for what happens to a deployment rather than to a client: a vertical line "
@@ -326,9 +329,7 @@ def render_page(data, plots=(), no_plots=""):
                      "drawn across every lane.</p>")
         if not stories:
             parts.append(legend())
-        for heading, timelines in deployments:
-            parts.append(f"<h3>{html.escape(heading)}</h3>")
-            parts += [render_figure(t) for t in timelines]
+        headed(deployments)
     if strips:
         parts.append('<h2 id="contention">Contention</h2>')
         parts.append("<p>Eight workers in two processes take one lock over and over, each holding it for a short "
