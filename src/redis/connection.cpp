@@ -77,6 +77,7 @@ awaitable<void> connection_impl::serve() {
   requests_.connected();
   connected_ = true;
   up_.store(true, std::memory_order_relaxed);
+  refusing_.store(stopping_, std::memory_order_relaxed);
   demoted_ = false;
   last_byte_at_ = clock::now();  // the handshake's replies
   ++connects_;

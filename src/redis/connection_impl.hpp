@@ -75,6 +75,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     asio::dispatch(strand_, [self = shared_from_this()] {
       if (self->stopping_) return;
       self->stopping_ = true;
+      self->refusing_.store(true, std::memory_order_relaxed);  // new requests fail at once
       self->fsm_.request_stop();
       self->requests_.shut_down();
       error_code ignored;
@@ -135,7 +136,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   script_cache& scripts() noexcept { return scripts_; }
 
   connection::stats statistics() const {
-    return {connects_.load(), writes_.load(), commands_written_.load(), up_.load(std::memory_order_relaxed)};
+    return {connects_.load(), writes_.load(), commands_written_.load(), up_.load(std::memory_order_relaxed),
+            refusing_.load(std::memory_order_relaxed)};
   }
 
   std::string last_connect_failure() const {
@@ -157,6 +159,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   // `ec` is one of dlock's connection errors; see request_queue::connect_failed.
   void connect_failed(error_code ec, bool give_up) {
     requests_.connect_failed(ec, give_up);
+    refusing_.store(stopping_ || is_permanent(ec), std::memory_order_relaxed);
     notify_connect_waiters(ec);
   }
 
@@ -241,6 +244,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool stopping_ = false;
   bool connected_ = false;
   std::atomic<bool> up_{false};  // connected_, readable from any thread (statistics)
+  std::atomic<bool> refusing_{false};  // the last connect failed for good, or stopped (statistics)
   bool demoted_ = false;  // a READONLY reply came: end once the written requests are answered
   server_address serving_;  // where the last connect went
   std::shared_ptr<address_lookup> lookup_;  // the address source's answer, while the run loop waits for it

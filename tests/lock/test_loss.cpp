@@ -238,3 +238,97 @@ TEST_CASE("a win found by resolve after its lease is given back, not granted", "
   CHECK(ec == dlock::error::not_acquired);
   CHECK(redis.server.command({"EXISTS", "late-win"}) == "0");  // given back
 }
+
+// What unlock() did on a server killed during the hold.
+struct dead_unlock {
+  steady::duration took;      // unlock() itself
+  steady::duration in_hold;   // from the acquire to unlock()'s end
+};
+
+// Takes `lock`, kills the server `after` the acquire, then unlocks;
+// `seen` (declared before the lock: ~Lock may report too) gets the error.
+template <class L>
+dead_unlock unlock_on_dead_server(private_redis& redis, L& lock, std::error_code& seen, steady::duration after) {
+  lock.lock();
+  const auto taken = steady::now();
+  redis.server.kill();
+  std::this_thread::sleep_for(after);
+  lock.set_error_handler([&seen](std::error_code ec, const std::string&) { seen = ec; });
+  const auto began = steady::now();
+  lock.unlock();
+  const auto end = steady::now();
+  return {end - began, end - taken};
+}
+
+// Issue 43's known gap: unlock() against a server that died during the hold
+// waited the whole command timeout for a connection, although the lease
+// ended sooner. A release whose connection is down waits for it until the
+// hold's loss deadline at most, then reports not_connected (nothing was
+// sent: a retry is safe); the hold's key frees itself with its lease.
+TEMPLATE_TEST_CASE("unlock() against a dead server waits no longer than the hold's lease", "[loss]", TokenWatchdog,
+                   HashFixed) {
+  private_redis redis;
+  const auto command_timeout = scaled(8s);
+  dlock::RedisBackend backend(dlock::test::impatient(redis.server.url(), command_timeout));
+  const auto lease = scaled(1500ms);
+  std::error_code seen;
+  TestType lock(backend, "dead-server", {}, typename TestType::renewal_type(lease));
+  auto out = unlock_on_dead_server(redis, lock, seen, scaled(300ms));
+  INFO("unlock took " << std::chrono::duration_cast<std::chrono::milliseconds>(out.took).count() << " ms");
+  CHECK(out.took < command_timeout / 2);  // it waited for the lease, not the command timeout
+  CHECK(out.in_hold >= lease / 2);        // and did not give up at once either
+  CHECK(seen == dlock::error::not_connected);
+}
+
+// The wait for a connection is bounded by the command timeout as well: a
+// hold whose lease is long (a 20 s watchdog lease here) does not make its
+// release wait longer than a release of any other command would.
+TEST_CASE("unlock() against a dead server waits no longer than the command timeout either", "[loss]") {
+  private_redis redis;
+  dlock::RedisBackend backend(dlock::test::impatient(redis.server.url(), scaled(1s)));
+  const auto lease = scaled(20s);
+  std::error_code seen;
+  TokenWatchdog lock(backend, "dead-server-long-lease", {}, r::Watchdog(lease));
+  auto out = unlock_on_dead_server(redis, lock, seen, scaled(300ms));
+  CHECK(out.took < lease / 4);
+  INFO(seen.message());
+  CHECK(seen);  // it failed (a connect error, as any command would), and said so
+}
+
+// A hold whose loss deadline has passed while the server was away: its
+// release has nothing to wait for, and fails at once.
+TEST_CASE("unlock() against a dead server after the lease fails at once", "[loss]") {
+  private_redis redis;
+  const auto command_timeout = scaled(8s);
+  dlock::RedisBackend backend(dlock::test::impatient(redis.server.url(), command_timeout));
+  const auto lease = scaled(1s);
+  std::error_code seen;
+  TokenFixed lock(backend, "dead-server-after-lease", {}, r::FixedLease(lease));
+  auto out = unlock_on_dead_server(redis, lock, seen, lease + scaled(200ms));
+  CHECK(out.took < command_timeout / 4);
+  INFO(seen.message());
+  CHECK(seen == dlock::error::not_connected);
+}
+
+// A blocking caller's release goes out on its own connection when that can
+// connect, even while the shared connection still waits out its reconnect
+// backoff (here it last failed about 1.6 s after the kill and waits up to
+// 2 s more): the server is back, and the release reaches it (and finds the
+// key gone with the restart: lease_lost, not not_connected).
+TEST_CASE("unlock() reaches a restarted server on its own connection", "[loss]") {
+  dlock::test::private_redis redis;
+  dlock::RedisBackend backend(dlock::test::impatient(redis.server.url(), scaled(8s)));
+  const auto lease = scaled(3s);
+  std::error_code seen;
+  TokenFixed lock(backend, "restarted-server", {}, r::FixedLease(lease));
+  lock.lock();
+  const auto taken = steady::now();
+  redis.server.kill();
+  std::this_thread::sleep_for(1700ms);
+  redis.server.start();
+  REQUIRE(steady::now() - taken < lease / 2 + 1s);  // still well inside the lease
+  lock.set_error_handler([&](std::error_code ec, const std::string&) { seen = ec; });
+  lock.unlock();
+  INFO(seen.message());
+  CHECK(seen == dlock::error::lease_lost);
+}

@@ -7,6 +7,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -167,6 +168,24 @@ TEST_CASE("a release that fails in ~Hold stops renewal; the lock lapses", "[owne
   // Let the backend back in: nothing renews the abandoned lock any more.
   server.command({"ACL", "SETUSER", "locker", "resetpass", ">pw"});
   CHECK(dlock::test::wait_until([&] { return server.command({"EXISTS", "stuck"}) == "0"; }, scaled(5s)));
+}
+
+// A stopped connection fails requests at once (shutting_down); a release
+// on it must not wait for the connection to come back until the lease ends.
+TEST_CASE("a release on a stopped connection fails at once with shutting_down", "[owners][watchdog]") {
+  // A command timeout longer than the lease, so that a release on a
+  // connection that is down would wait for one.
+  private_redis redis(dlock::test::impatient(scaled(30s)));
+  const auto lease = scaled(10s);
+  HashLock lock(redis.backend, "stopped", {}, r::Watchdog{lease});
+  auto hold = lock.async_acquire("a", asio::use_future).get();
+  redis.backend.connection().stop();
+  CHECK(dlock::test::wait_until([&] { return redis.backend.connection().statistics().refusing; }, scaled(2s)));
+  std::promise<std::error_code> released;
+  hold.async_release([&](std::error_code ec) { released.set_value(ec); });
+  auto f = released.get_future();
+  REQUIRE(f.wait_for(lease / 4) == std::future_status::ready);
+  CHECK(f.get() == dlock::error::shutting_down);
 }
 
 TEST_CASE("a huge timeout means no deadline, not an overflow", "[owners][api]") {

@@ -4,6 +4,8 @@
 // bottom of lock.hpp; not a header to include on its own.
 #pragma once
 
+#include <dlock/detail/bounded_release.hpp>
+
 namespace dlock {
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -37,7 +39,8 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::release_op(std::string key, st
   rec->release_id = id;
   rec->release_retry = retry;
   rec->server_reply.clear();
-  auto [ec, outcome] = co_await ownership_.release(backend_, *rec);
+  // Waits for a connection no longer than the lease (see the helper).
+  auto [ec, outcome] = co_await detail::release_until_lease_end(ownership_, backend_, *rec);
   if (ec) {
     auto server_reply = std::move(rec->server_reply);
     if (abandon) {

@@ -99,6 +99,13 @@ class blocking_connection {
 
   /// Whether it holds a socket now (it may still be dead: see check_idle).
   bool is_open() const noexcept { return fd_ >= 0; }
+  /// Connects now, as the next call would (not before the backoff since a
+  /// failed connect has passed; within `connect_timeout`), unless a socket
+  /// is open: whether one is open afterwards.
+  bool connect_now() {
+    if (stale()) close();
+    return fd_ >= 0 || !open();
+  }
   /// Why the last connect failed, in more words than its error code (see
   /// connection::last_connect_failure).
   const std::string& last_connect_failure() const noexcept { return last_failure_; }

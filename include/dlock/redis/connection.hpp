@@ -173,6 +173,10 @@ class connection {
     std::size_t writes = 0;         ///< socket writes (one per coalesced batch)
     std::size_t commands_written = 0;  ///< commands written, health-check PINGs included
     bool up = false;  ///< a connection is established now (a moment ago, when read from another thread)
+    /// New requests fail at once: the last connect failed in a way that
+    /// retrying cannot fix (auth_failed, select_failed, a rejected
+    /// certificate), until a connect succeeds; or stop() was called.
+    bool refusing = false;
   };
   stats statistics() const;  ///< the counters now; any thread
 
