@@ -11,7 +11,7 @@ mkdir -p "$2/artifacts"
 status=0
 "$1" "$2" "$3" -max_total_time="${DLOCK_FUZZ_SECONDS:-30}" -max_len=4096 -print_final_stats=1 \
   -artifact_prefix="$2/artifacts/" > "$log" 2>&1 || status=$?
-grep -E '^(INFO: seed corpus|#[0-9]+ +DONE|Done |stat::)' "$log"
+grep -E '^(INFO: seed corpus|#[0-9]+[[:space:]]+DONE|Done |stat::)' "$log"
 echo "run_fuzzer: corpus: $(find "$2" -maxdepth 1 -type f | wc -l) inputs in the scratch corpus, $(find "$3" -maxdepth 1 -type f | wc -l) seeds"
 if [ "$status" -ne 0 ]; then
   tail -n 60 "$log"

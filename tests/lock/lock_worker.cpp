@@ -9,6 +9,10 @@
 //   lock_worker crash-after-setnx URL NAME LEASE_MS  SetNx + FixedLease, exit between SETNX and EXPIRE
 //   lock_worker line URL COMBINATION NAME INDEX     print "waiting", lock(), RPUSH NAME:order INDEX,
 //                                                   unlock(), print "done" (the order of a line of waiters)
+//   lock_worker churn URL COMBINATION PREFIX,LOCKS,LEASE_MS,LOG MS
+//                                                   "started", takes and releases locks PREFIX.<i> at
+//                                                   random for MS, logging each hold to LOG (churn.hpp),
+//                                                   "done"
 //   (and the semaphore's, read-write lock's and scoped_lock's modes: lock_worker_kinds.cpp)
 //
 // Each backend's combinations are compiled in their own file
@@ -32,7 +36,8 @@
 namespace dlock::test::worker_process {
 
 int worker_usage() {
-  std::fprintf(stderr, "usage: lock_worker count|hold|line|wall-clock-step|crash-after-setnx|semaphore-hold|semaphore-crowd|"
+  std::fprintf(stderr, "usage: lock_worker count|hold|line|churn|wall-clock-step|crash-after-setnx|"
+               "semaphore-hold|semaphore-crowd|"
                "rw-crowd|rw-hold|scoped-many ...\n");
   return 2;
 }

@@ -11,6 +11,7 @@
 
 #include <boost/hana/for_each.hpp>
 
+#include "churn.hpp"
 #include "lock_support.hpp"
 
 namespace dlock::test::worker_process {
@@ -125,6 +126,17 @@ int run(Backend& backend, Plain plain, char** argv, Locks locks) {
       std::printf("acquired\n");
       std::fflush(stdout);
       for (;;) std::this_thread::sleep_for(1h);
+    } else if (mode == "churn") {
+      // argv[4] is a churn_plan's spec, argv[5] its length in ms.
+      auto plan = churn_plan::parse(name, number);
+      if (!plan) {
+        status = worker_usage();
+      } else {
+        std::printf("started\n");
+        std::fflush(stdout);
+        churn<L>(backend, *plan, "p" + std::to_string(::getpid()));
+        std::printf("done\n");
+      }
     } else if (mode == "wall-clock-step") {
       status = wall_clock_step<L>(backend, name, std::chrono::milliseconds(number));
     } else {

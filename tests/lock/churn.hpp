@@ -1,0 +1,125 @@
+// A churning client for the fault suite (tests/faults/) and lock_worker's
+// churn mode: for a while, it takes one of a few locks at random, holds it
+// a moment and lets it go, and logs every hold to a file as it goes, so
+// that the holds of a process that is killed or stopped are not lost.
+//
+// The log's lines (one write() each, so that a kill cannot tear one):
+//   took <lock> <worker> <start_ns>         a hold began (it is open until
+//                                            its "hold" line says otherwise)
+//   hold <lock> <worker> <start> <end>      it ended (support/hold_history)
+//   error <lock> <worker> <message>         an acquire or release failed
+//   done <holds>                            the run ended
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <support/hold_history.hpp>
+
+#include "lock_support.hpp"
+
+namespace dlock::test {
+
+/// What a churning client does: `locks` locks named "<prefix>.<i>", each
+/// hold with `lease`, for `length`, logging to `log` (a file path).
+struct churn_plan {
+  std::string prefix;
+  int locks = 1;
+  std::chrono::milliseconds lease{2000};
+  std::chrono::milliseconds length{2000};
+  std::string log;
+
+  std::string lock_name(int i) const { return prefix + "." + std::to_string(i); }
+
+  /// "prefix,locks,lease_ms,log" and a length in ms, as lock_worker takes
+  /// them; nullopt for anything else.
+  static std::optional<churn_plan> parse(const std::string& spec, long long length_ms) {
+    std::vector<std::string> parts;
+    std::size_t from = 0;
+    for (std::size_t at; (at = spec.find(',', from)) != std::string::npos; from = at + 1)
+      parts.push_back(spec.substr(from, at - from));
+    parts.push_back(spec.substr(from));
+    if (parts.size() != 4 || parts[0].empty() || parts[3].empty() || length_ms <= 0) return std::nullopt;
+    churn_plan p;
+    p.prefix = parts[0];
+    p.locks = std::atoi(parts[1].c_str());
+    p.lease = std::chrono::milliseconds(std::atoll(parts[2].c_str()));
+    p.log = parts[3];
+    p.length = std::chrono::milliseconds(length_ms);
+    if (p.locks <= 0 || p.lease.count() <= 0) return std::nullopt;
+    return p;
+  }
+  std::string spec() const {
+    return prefix + "," + std::to_string(locks) + "," + std::to_string(lease.count()) + "," + log;
+  }
+};
+
+/// Appends whole lines to a file, one write() each.
+class line_log {
+ public:
+  explicit line_log(const std::string& path) : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "cannot open " + path);
+  }
+  ~line_log() { ::close(fd_); }
+  line_log(const line_log&) = delete;
+  line_log& operator=(const line_log&) = delete;
+  void write(std::string line) {
+    line += '\n';
+    for (std::size_t done = 0; done < line.size();) {
+      auto n = ::write(fd_, line.data() + done, line.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+/// Runs `plan` with locks of type L on `backend` as client `worker`;
+/// returns how many holds it logged.
+template <class L>
+long long churn(typename L::backend_type& backend, const churn_plan& plan, const std::string& worker) {
+  using namespace std::chrono;
+  line_log log(plan.log);
+  std::vector<std::unique_ptr<L>> locks;
+  for (int i = 0; i < plan.locks; ++i) locks.push_back(make_lock<L>(backend, plan.lock_name(i), plan.lease));
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pick(0, plan.locks - 1), work_us(0, 2000);
+  const auto end = steady_clock::now() + plan.length;
+  long long holds = 0;
+  while (steady_clock::now() < end) {
+    const int i = pick(rng);
+    const std::string name = plan.lock_name(i);
+    std::error_code ec;
+    auto hold = locks[i]->try_acquire_for(plan.lease, ec);
+    if (!hold) {
+      if (ec && ec != error::not_acquired) log.write("error " + name + " " + worker + " " + ec.message());
+      std::this_thread::sleep_for(milliseconds(1));  // TryOnce returns at once
+      continue;
+    }
+    hold_span span{name, worker, monotonic_ns(), 0, false};
+    log.write("took " + name + " " + worker + " " + std::to_string(span.start_ns));
+    std::this_thread::sleep_for(microseconds(work_us(rng)));
+    span.end_ns = monotonic_ns();
+    log.write(span.format());
+    ++holds;
+    hold->release(ec);
+    if (ec) log.write("error " + name + " " + worker + " " + ec.message());
+  }
+  log.write("done " + std::to_string(holds));
+  return holds;
+}
+
+}  // namespace dlock::test
