@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -101,6 +103,53 @@ void killed_holder_scenario() {
   CHECK(overlaps.empty());
 }
 
+/// Faults 3 and 4: a holder is paused (SIGSTOP) past its lease, another
+/// client takes the lock meanwhile, and the holder resumes and ends its
+/// hold. The overlap is reported, never hidden: the checker finds exactly
+/// the one between the two holds, and the paused holder, asked when it
+/// resumes, knows its lease is over (time left 0). Its late release leaves
+/// the new owner's lock alone (lease_lost), which the new owner then still
+/// holds and releases without error.
+template <class F, class L>
+void paused_holder_scenario() {
+  F redis;
+  const auto lease = scaled(1200ms);
+  const std::string name = "paused:" + L::combination_name();
+  child_process holder(worker_path(), {"pause-hold", redis.worker_spec(), L::combination_name(), name,
+                                       std::to_string(lease.count())}, true);
+  const auto acquired = holder.read_line();
+  REQUIRE(acquired.rfind("acquired ", 0) == 0);
+  ::kill(holder.pid(), SIGSTOP);
+  auto lock = make_lock<L>(redis.backend, name, lease);
+  auto hold = take_within(*lock, lease * 4);  // once the stopped holder's key ends
+  REQUIRE(hold);
+  hold_history history;
+  const auto taken = monotonic_ns();
+  std::this_thread::sleep_for(lease / 4);  // the new owner works a while before the old one wakes
+  ::kill(holder.pid(), SIGCONT);
+  REQUIRE(holder.write("go\n"));
+  bool complete = false;
+  const auto rest = holder.read_rest(scaled(20s), complete);
+  REQUIRE(complete);
+  INFO("the paused holder said: " << rest);
+  CHECK(history.add_lines(rest) == 1);
+  CHECK(rest.find("remaining 0\n") != std::string::npos);       // it knows its lease ended
+  CHECK(rest.find("release lease_lost\n") != std::string::npos);  // and its release touched nothing
+  CHECK_FALSE(hold->lost());
+  history.add(hold_span{name, "new-owner", taken, monotonic_ns(), false});
+  std::error_code ec;
+  hold->release(ec);
+  CHECK(!ec);  // the new owner's lock was still there, and its own
+  auto overlaps = history.overlaps();
+  WARN(L::combination_name() << ": a holder paused past its lease overlapped the next by "
+                             << (overlaps.empty() ? 0 : overlaps.front().overlap_ns() / 1'000'000)
+                             << " ms, reported");
+  INFO(describe(overlaps));
+  REQUIRE(overlaps.size() == 1);
+  CHECK(overlaps.front().earlier.worker == "paused-holder");
+  CHECK(holder.wait() == 0);
+}
+
 }  // namespace dlock::test::faults
 
 // Every scenario above for every owner-checked representative lock on the
@@ -114,4 +163,8 @@ void killed_holder_scenario() {
   TEMPLATE_LIST_TEST_CASE("fault 2: a killed holder's lock frees within its lease and never sooner",          \
                           "[faults][" TAG "]", dlock::combinations::acknowledgeable_t<BACKEND>) {              \
     dlock::test::faults::killed_holder_scenario<FIXTURE, TestType>();                                          \
+  }                                                                                                           \
+  TEMPLATE_LIST_TEST_CASE("faults 3 and 4: a paused holder's overlap is reported and its late release is void", \
+                          "[faults][" TAG "]", dlock::combinations::acknowledgeable_t<BACKEND>) {              \
+    dlock::test::faults::paused_holder_scenario<FIXTURE, TestType>();                                          \
   }

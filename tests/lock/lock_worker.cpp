@@ -9,6 +9,8 @@
 //   lock_worker crash-after-setnx URL NAME LEASE_MS  SetNx + FixedLease, exit between SETNX and EXPIRE
 //   lock_worker line URL COMBINATION NAME INDEX     print "waiting", lock(), RPUSH NAME:order INDEX,
 //                                                   unlock(), print "done" (the order of a line of waiters)
+//   lock_worker pause-hold URL COMBINATION NAME LEASE_MS  "acquired <ns>", waits for a line on stdin, then
+//                                                   its hold line, "remaining <ms>", "release <outcome>", "done"
 //   lock_worker churn URL COMBINATION PREFIX,LOCKS,LEASE_MS,LOG MS
 //                                                   "started", takes and releases locks PREFIX.<i> at
 //                                                   random for MS, logging each hold to LOG (churn.hpp),
@@ -36,7 +38,7 @@
 namespace dlock::test::worker_process {
 
 int worker_usage() {
-  std::fprintf(stderr, "usage: lock_worker count|hold|line|churn|wall-clock-step|crash-after-setnx|"
+  std::fprintf(stderr, "usage: lock_worker count|hold|line|churn|pause-hold|wall-clock-step|crash-after-setnx|"
                "semaphore-hold|semaphore-crowd|"
                "rw-crowd|rw-hold|scoped-many ...\n");
   return 2;

@@ -126,6 +126,28 @@ int run(Backend& backend, Plain plain, char** argv, Locks locks) {
       std::printf("acquired\n");
       std::fflush(stdout);
       for (;;) std::this_thread::sleep_for(1h);
+    } else if (mode == "pause-hold") {
+      // Takes `name` (lease `number` ms), says when, waits for a line on
+      // its input (the test stops and resumes it meanwhile), then ends its
+      // hold: its span, the lease it thought it had left, the release's
+      // outcome.
+      auto lock = dlock::test::make_lock<L>(backend, name, std::chrono::milliseconds(number));
+      auto hold = lock->acquire();
+      const auto start = monotonic_ns();
+      std::printf("acquired %lld\n", static_cast<long long>(start));
+      std::fflush(stdout);
+      char line[16];
+      if (!std::fgets(line, sizeof line, stdin)) {
+        status = 1;
+        return;
+      }
+      const hold_span span{name, "paused-holder", start, monotonic_ns(), false};
+      std::printf("%s\nremaining %lld\n", span.format().c_str(),
+                  static_cast<long long>(hold.remaining_lease().count()));
+      std::error_code ec;
+      hold.release(ec);
+      const std::string outcome = !ec ? "ok" : ec == dlock::error::lease_lost ? "lease_lost" : ec.message();
+      std::printf("release %s\ndone\n", outcome.c_str());
     } else if (mode == "churn") {
       // argv[4] is a churn_plan's spec, argv[5] its length in ms.
       auto plan = churn_plan::parse(name, number);
