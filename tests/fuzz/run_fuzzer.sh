@@ -7,6 +7,7 @@
 # is in SCRATCH_DIR.log (and its last lines here when it fails).
 set -u
 log="${2%/}.log"  # beside the corpus: not an input
+rm -rf "$2/artifacts"  # only this run's
 mkdir -p "$2/artifacts"
 status=0
 "$1" "$2" "$3" -max_total_time="${DLOCK_FUZZ_SECONDS:-30}" -max_len=4096 -print_final_stats=1 \

@@ -7,7 +7,8 @@
 //   took <lock> <worker> <start_ns>         a hold began (it is open until
 //                                            its "hold" line says otherwise)
 //   hold <lock> <worker> <start> <end>      it ended (support/hold_history)
-//   error <lock> <worker> <message>         an acquire or release failed
+//   error <lock> <worker> <code> <message>  an acquire or release failed
+//                                            (code: category:value)
 //   done <holds>                            the run ended
 #pragma once
 
@@ -78,7 +79,7 @@ class line_log {
     for (std::size_t done = 0; done < line.size();) {
       auto n = ::write(fd_, line.data() + done, line.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
+      if (n <= 0) std::abort();  // a lost line could hide a failure: end loudly
       done += static_cast<std::size_t>(n);
     }
   }
@@ -86,6 +87,16 @@ class line_log {
  private:
   int fd_;
 };
+
+/// An error's code as the log writes it: "category:value".
+inline std::string error_code_word(std::error_code ec) {
+  return std::string(ec.category().name()) + ":" + std::to_string(ec.value());
+}
+
+/// The log's line for an error of `worker` on `lock`.
+inline std::string error_line(const std::string& lock, const std::string& worker, std::error_code ec) {
+  return "error " + lock + " " + worker + " " + error_code_word(ec) + " " + ec.message();
+}
 
 /// Runs `plan` with locks of type L on `backend` as client `worker`;
 /// returns how many holds it logged.
@@ -105,7 +116,7 @@ long long churn(typename L::backend_type& backend, const churn_plan& plan, const
     std::error_code ec;
     auto hold = locks[i]->try_acquire_for(plan.lease, ec);
     if (!hold) {
-      if (ec && ec != error::not_acquired) log.write("error " + name + " " + worker + " " + ec.message());
+      if (ec && ec != error::not_acquired) log.write(error_line(name, worker, ec));
       std::this_thread::sleep_for(milliseconds(1));  // TryOnce returns at once
       continue;
     }
@@ -116,7 +127,7 @@ long long churn(typename L::backend_type& backend, const churn_plan& plan, const
     log.write(span.format());
     ++holds;
     hold->release(ec);
-    if (ec) log.write("error " + name + " " + worker + " " + ec.message());
+    if (ec) log.write(error_line(name, worker, ec));
   }
   log.write("done " + std::to_string(holds));
   return holds;

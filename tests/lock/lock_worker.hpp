@@ -144,6 +144,7 @@ int run(Backend& backend, Plain plain, char** argv, Locks locks) {
       const hold_span span{name, "paused-holder", start, monotonic_ns(), false};
       std::printf("%s\nremaining %lld\n", span.format().c_str(),
                   static_cast<long long>(hold.remaining_lease().count()));
+      std::fflush(stdout);  // said even if the release hangs
       std::error_code ec;
       hold.release(ec);
       const std::string outcome = !ec ? "ok" : ec == dlock::error::lease_lost ? "lease_lost" : ec.message();
