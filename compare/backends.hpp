@@ -21,16 +21,17 @@ namespace dlock::compare {
 
 /// The servers of the backends phase: a master with two replicas (which
 /// follow it directly, as in production) and one sentinel, and a backend
-/// on it without and with replica acknowledgement (every replica).
+/// on it without replica acknowledgement (turned off) and with it (the
+/// default).
 struct sentinel_servers {
   test::sentinel_deployment deployment{test::sentinel_options{.replicas = 2, .sentinels = 1, .quorum = 1,
                                                               .proxied = false}};
-  SentinelBackend plain{deployment.url()};
-  SentinelBackend acknowledged{with_ack(deployment.url())};
+  SentinelBackend plain{without_ack(deployment.url())};
+  SentinelBackend acknowledged{deployment.url()};  // the default: every connected replica, owner-checked locks
 
-  static redis::sentinel_config with_ack(const std::string& url) {
+  static redis::sentinel_config without_ack(const std::string& url) {
     auto cfg = redis::parse_sentinel_url(url);
-    cfg.master.acknowledge = redis::replica_ack{};
+    cfg.master.acknowledge = redis::replica_ack{.replicas = redis::replica_ack::none};
     return cfg;
   }
   static const char* describe() { return "a master with 2 replicas and 1 sentinel on this machine"; }

@@ -19,7 +19,7 @@ timeline failover_timeline(examples::failover_story::act which, const examples::
   const char* story = which == act::reproduced ? "failover" : which == act::prevented ? "failover_acknowledged"
                                                                                     : "failover_fenced";
   const char* title = which == act::reproduced ? "Seed 003's failover: the master dies before its replicas have A's key"
-                      : which == act::prevented ? "The same failover, with replica acknowledgement (WAIT)"
+                      : which == act::prevented ? "The same failover, with replica acknowledgement (WAIT, the default)"
                                                 : "The same failover, with fencing tokens";
   timeline t(story, title, o.at.start);
   t.add_lane("A");

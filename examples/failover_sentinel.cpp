@@ -6,11 +6,12 @@
 // In every act, client A takes lock "story" while replication is held back,
 // the master is killed (SIGKILL) with the write its replicas never got, and
 // Sentinel promotes a replica. Then client B asks for the same lock.
-// 1. reproduced: nothing protects the lock; B gets it on the new master
-//    while A still believes it holds it: two holders.
-// 2. prevented: replica acknowledgement is on (WAIT behind every lock
-//    write); A's acquire is refused (no replica had it) and its write given
-//    back; B is the only holder there ever was.
+// 1. reproduced: acknowledgement turned off (?acknowledge=off), nothing
+//    protects the lock; B gets it on the new master while A still believes
+//    it holds it: two holders.
+// 2. prevented: SentinelBackend's default, replica acknowledgement (WAIT
+//    behind every lock write); A's acquire is refused (no replica had it)
+//    and its write given back; B is the only holder there ever was.
 // 3. fenced: fencing tokens are on, acknowledgement off; the overlap still
 //    happens, but B's token is higher, and the store that A and B write to
 //    refuses A's late write.

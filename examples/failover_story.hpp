@@ -45,9 +45,12 @@ struct outcome {
   } at;
 };
 
+// Prevented: SentinelBackend's default, which acknowledges a token lock's
+// writes. The other acts turn acknowledgement off, as `?acknowledge=off`
+// in the URL would.
 inline dlock::redis::sentinel_config settings(const test::sentinel_deployment& d, act which) {
   auto cfg = dlock::redis::parse_sentinel_url(d.url());
-  if (which == act::prevented) cfg.master.acknowledge = dlock::redis::replica_ack{};
+  if (which != act::prevented) cfg.master.acknowledge = dlock::redis::replica_ack{.replicas = dlock::redis::replica_ack::none};
   return cfg;
 }
 

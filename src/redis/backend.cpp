@@ -18,13 +18,22 @@ namespace dlock {
 namespace redis::detail {
 
 // Replica acknowledgement settings that cannot work say so before
-// anything connects.
-void check_acknowledge(const config& cfg) {
-  if (!cfg.acknowledge) return;
+// anything connects; then the backend's default fills in an empty one.
+void settle_acknowledge(config& cfg, bool deployment) {
+  if (!cfg.acknowledge) {
+    if (deployment) cfg.acknowledge = replica_ack::by_default();
+    return;
+  }
   const auto& ack = *cfg.acknowledge;
-  if (ack.replicas != replica_ack::all && ack.replicas < 1)
+  if (ack.replicas < 1 && ack.replicas != replica_ack::all && ack.replicas != replica_ack::if_any &&
+      ack.replicas != replica_ack::none)
     throw std::system_error(make_error_code(error::invalid_argument),
-                            "replica acknowledgement: replicas must be at least 1, or replica_ack::all");
+                            "replica acknowledgement: replicas must be at least 1, or replica_ack::all, "
+                            "if_any or none");
+  if (ack.replicas == replica_ack::none) {
+    cfg.acknowledge.reset();
+    return;
+  }
   if (ack.timeout <= std::chrono::milliseconds::zero() || ack.timeout >= cfg.command_timeout)
     throw std::system_error(make_error_code(error::invalid_argument),
                             "replica acknowledgement: the WAIT timeout must be positive and shorter than the "
@@ -36,7 +45,7 @@ void check_acknowledge(const config& cfg) {
 RedisBackend::RedisBackend(std::string_view url) : RedisBackend(redis::parse_url(url)) {}
 
 RedisBackend::RedisBackend(redis::config cfg) {
-  redis::detail::check_acknowledge(cfg);
+  redis::detail::settle_acknowledge(cfg, false);
   commands_ = std::make_unique<redis::connection>(core_.get_executor(), cfg);
   subscriber_ = std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg));
   core_.start_thread();
@@ -53,7 +62,7 @@ RedisBackend::RedisBackend(redis::config cfg) {
 }
 
 RedisBackend::RedisBackend(executor_type ex, redis::config cfg)
-    : core_((redis::detail::check_acknowledge(cfg), std::move(ex))),
+    : core_((redis::detail::settle_acknowledge(cfg, false), std::move(ex))),
       commands_(std::make_unique<redis::connection>(core_.get_executor(), cfg)),
       subscriber_(std::make_unique<redis::subscriber>(core_.get_executor(), std::move(cfg))) {
   commands_->start();
@@ -85,8 +94,9 @@ RedisBackend::~RedisBackend() {
 }
 
 int RedisBackend::replicas_wanted() const noexcept {
-  if (!acknowledges()) return 0;
-  return redis::detail::replicas_to_ask(ack_settings(), reported_replicas_.load(std::memory_order_relaxed));
+  if (!acknowledges()) return -1;
+  return redis::detail::replicas_to_ask(ack_settings(), reported_replicas_.load(std::memory_order_relaxed),
+                                        seen_replicas_.load(std::memory_order_relaxed));
 }
 
 std::size_t RedisBackend::acknowledgement_lanes() const {
@@ -122,6 +132,7 @@ void RedisBackend::lane_done(redis::connection* c) {
 
 void RedisBackend::server_moved(const redis::address& to) {
   reported_replicas_.store(-1, std::memory_order_relaxed);
+  seen_replicas_.store(false, std::memory_order_relaxed);  // a new master: its own history
   commands_->server_moved(to);
   subscriber_->link().server_moved(to);
   std::lock_guard g(lanes_mutex_);
@@ -223,14 +234,14 @@ RedisBackend::blocking_exec_acknowledged(std::string_view, const redis::request&
   auto* direct = blocking_here();
   if (!direct || !acknowledges()) return std::nullopt;
   int wanted = replicas_wanted();
-  if (wanted == 0) {
+  if (wanted < 0) {
     // Nothing of the request is sent before ROLE answers: when it does
     // not, the asynchronous path takes the request.
     auto [ec, r] = direct->exec(redis::request().push("ROLE"));
     if (ec) return std::nullopt;
     if (r.size() == 1) note_replicas(redis::detail::replicas_in_role(r[0]));
     wanted = replicas_wanted();
-    if (wanted == 0) return std::tuple{redis::error_code(error::not_master), redis::response{}, redis::replica_acks{}};
+    if (wanted < 0) return std::tuple{redis::error_code(error::not_master), redis::response{}, redis::replica_acks{}};
   }
   auto [ec, r] = direct->exec(redis::detail::acknowledged_request(req, wanted, ack_settings().timeout));
   if (ec == condition::not_sent) return std::nullopt;

@@ -26,7 +26,7 @@ redis::cluster_config checked(redis::cluster_config cfg) {
     throw std::system_error(make_error_code(error::invalid_argument),
                             "ClusterBackend: max_redirects must be at least 1, retry_pause positive and retry_for "
                             "not negative");
-  redis::detail::check_acknowledge(cfg.node);
+  redis::detail::settle_acknowledge(cfg.node, true);
   return cfg;
 }
 

@@ -16,15 +16,19 @@
 #include <dlock/redis/redlock.hpp>
 #include <dlock/redis/sentinel.hpp>
 
+#include "url_query.hpp"
+
 namespace dlock::redis {
 
 namespace {
 
-struct url_error {
-  std::string why;
-};
-
-constexpr auto npos = std::string_view::npos;
+using detail::url::npos;
+using detail::url::parse_db;
+using detail::url::parse_query;
+using detail::url::percent_decode;
+using detail::url::query_rules;
+using detail::url::take_query;
+using detail::url::url_error;
 
 // The longest unix socket path: sockaddr_un holds it and its NUL.
 constexpr std::size_t max_unix_path = sizeof(sockaddr_un{}.sun_path) - 1;
@@ -60,36 +64,6 @@ std::string masked(std::string_view url) {
   return std::string(url.substr(0, start)) + "***" + std::string(rest.substr(at));
 }
 
-// Decodes the user name or the password. Its messages never quote the text.
-std::string percent_decode(std::string_view text, const char* part) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    unsigned v = 0;
-    bool ok = i + 2 < text.size();
-    if (ok) {
-      auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, v, 16);
-      ok = ec == std::errc() && end == text.data() + i + 3;
-    }
-    if (!ok) throw url_error{std::string("bad percent escape in the ") + part + " (a '%' is written %25)"};
-    out.push_back(static_cast<char>(v));
-    i += 2;
-  }
-  return out;
-}
-
-int parse_db(std::string_view text) {
-  int db = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), db);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || db < 0)
-    throw url_error{"database \"" + std::string(text) + "\" is not a number from 0 to " + std::to_string(INT_MAX)};
-  return db;
-}
-
 // `cred` is the user info without its '@': user[:password].
 void take_credentials(std::string_view cred, config& cfg) {
   auto colon = cred.find(':');
@@ -102,56 +76,16 @@ bool valid_host_char(char c) {
          c == '.' || c == '_';
 }
 
-// A rediss:// URL's query: tls_settings' file and name fields.
-void parse_tls_query(std::string_view query, tls_settings& tls) {
-  for (std::size_t start = 0; start <= query.size();) {
-    auto amp = query.find('&', start);
-    auto item = query.substr(start, amp == npos ? npos : amp - start);
-    start = amp == npos ? query.size() + 1 : amp + 1;
-    if (item.empty()) continue;
-    auto eq = item.find('=');
-    auto name = item.substr(0, eq);
-    if (eq == npos) throw url_error{"query parameter \"" + std::string(name) + "\" has no value"};
-    auto value = percent_decode(item.substr(eq + 1), "query");
-    if (value.empty()) throw url_error{"query parameter \"" + std::string(name) + "\" is empty"};
-    std::string* field = name == "ca_file"       ? &tls.ca_file
-                         : name == "ca_dir"      ? &tls.ca_dir
-                         : name == "cert_file"   ? &tls.cert_file
-                         : name == "key_file"    ? &tls.key_file
-                         : name == "server_name" ? &tls.server_name
-                                                 : nullptr;
-    if (!field)
-      throw url_error{"unknown query parameter \"" + std::string(name) +
-                      "\" (rediss:// takes ca_file, ca_dir, cert_file, key_file, server_name)"};
-    *field = std::move(value);
-  }
-  if (tls.cert_file.empty() != tls.key_file.empty())
-    throw url_error{"cert_file and key_file go together (a client certificate and its key)"};
-}
-
-// A rediss:// URL's end, past its hosts: its query's TLS settings go to
-// `tls`, and `rest` loses the query. A fragment is refused.
-void take_tls_query(std::string_view& rest, std::optional<tls_settings>& tls) {
-  tls.emplace();
-  if (auto hash = rest.find('#'); hash != npos)
-    throw url_error{"unexpected \"" + std::string(rest.substr(hash)) + "\" (rediss:// URLs take no fragment)"};
-  if (auto q = rest.find('?'); q != npos) {
-    parse_tls_query(rest.substr(q + 1), *tls);
-    rest = rest.substr(0, q);
-  }
-}
-
-// Past the user info, every message may quote what it rejects. With `tls`
-// (rediss://) a query of TLS settings may follow.
+// Past the user info, every message may quote what it rejects. A query may
+// follow: replica acknowledgement, and with `tls` (rediss://) TLS settings.
 void parse_tcp(std::string_view rest, config& cfg, bool tls = false) {
   cfg.kind = config::transport::tcp;
   if (auto at = userinfo_end("redis", rest); at != npos) {
     take_credentials(rest.substr(0, at), cfg);
     rest = rest.substr(at + 1);
   }
-  if (tls) take_tls_query(rest, cfg.tls);
-  if (auto q = rest.find_first_of("?#"); q != std::string_view::npos)
-    throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
+  if (tls) cfg.tls.emplace();
+  take_query(rest, cfg, query_rules{.scheme = tls ? "a rediss:// URL" : "a redis:// URL", .tls = tls});
   auto slash = rest.find('/');
   auto hostport = rest.substr(0, slash);
   auto path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
@@ -213,11 +147,8 @@ void parse_unix(std::string_view rest, config& cfg) {
   auto path = rest;
   auto q = path.find('?');
   if (q != std::string_view::npos) {
-    auto query = path.substr(q + 1);
+    parse_query(path.substr(q + 1), cfg, query_rules{.scheme = "a unix:// URL", .db = true});
     path = path.substr(0, q);
-    if (query.substr(0, 3) != "db=")
-      throw url_error{"unknown query parameter \"" + std::string(query.substr(0, query.find('='))) + "\" (only db=N)"};
-    cfg.database = parse_db(query.substr(3));
   }
   if (path.size() < 2) throw url_error{"the socket path is empty"};
   if (path.size() > max_unix_path)
@@ -332,18 +263,13 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
     out.master_name = percent_decode(rest.substr(hash + 1), "master name");
     if (out.master_name.empty()) throw url_error{"the master name after '#' is empty"};
     rest = rest.substr(0, hash);
+    if (tls) out.master.tls.emplace();
     if (auto q = rest.find('?'); q != npos) {
-      if (!tls)
-        throw url_error{"unexpected \"" + std::string(rest.substr(q)) +
-                        "\" (redis-sentinel:// URLs take no query; rediss-sentinel:// takes TLS settings)"};
-      out.master.tls.emplace();
-      parse_tls_query(rest.substr(q + 1), *out.master.tls);
+      parse_query(rest.substr(q + 1), out.master,
+                  query_rules{.scheme = tls ? "a rediss-sentinel:// URL" : "a redis-sentinel:// URL", .tls = tls});
       rest = rest.substr(0, q);
     }
-    if (tls) {
-      if (!out.master.tls) out.master.tls.emplace();
-      out.sentinel_tls = out.master.tls;
-    }
+    if (tls) out.sentinel_tls = out.master.tls;
     if (auto db = take_database(rest)) out.master.database = *db;
     if (rest.empty()) throw url_error{"no sentinel host"};
     out.sentinels = parse_hosts(rest, default_sentinel_port, "sentinel");
@@ -359,9 +285,8 @@ cluster_config parse_cluster_url(std::string_view url, std::error_code& ec, std:
     auto [tls, rest] = take_scheme(url, "redis://", "rediss://",
                                    "a cluster's URL is redis://host:port,host:port,... or rediss://...");
     take_shared_credentials(rest, out.node);
-    if (tls) take_tls_query(rest, out.node.tls);
-    if (auto q = rest.find_first_of("?#"); q != npos)
-      throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
+    if (tls) out.node.tls.emplace();
+    take_query(rest, out.node, query_rules{.scheme = tls ? "a rediss:// URL" : "a redis:// URL", .tls = tls});
     if (auto db = take_database(rest); db && *db != 0)
       throw url_error{"database " + std::to_string(*db) + ": a Redis Cluster has only database 0"};
     if (rest.empty()) throw url_error{"no seed node"};
@@ -379,9 +304,9 @@ redlock_config parse_redlock_url(std::string_view url, std::error_code& ec, std:
     auto [tls, rest] = take_scheme(url, "redis://", "rediss://",
                                    "a Redlock URL is redis://host:port,host:port,host:port or rediss://...");
     take_shared_credentials(rest, shared);
-    if (tls) take_tls_query(rest, shared.tls);
-    if (auto q = rest.find_first_of("?#"); q != npos)
-      throw url_error{"unexpected \"" + std::string(rest.substr(q)) + "\" (redis:// URLs take no query or fragment)"};
+    // Redlock's nodes are independent masters: no replica acknowledgement.
+    if (tls) shared.tls.emplace();
+    take_query(rest, shared, query_rules{.scheme = "a Redlock URL", .tls = tls, .acknowledge = false});
     if (auto db = take_database(rest)) shared.database = *db;
     if (rest.empty()) throw url_error{"no node"};
     for (const auto& at : parse_hosts(rest, default_tcp_port, "node")) {

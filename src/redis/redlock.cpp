@@ -25,7 +25,7 @@ void check_quorum(const redis::redlock_config& cfg) {
   for (const auto& node : cfg.nodes) {
     auto where = redis::address::of(node).describe();
     if (!seen.insert(where).second) refuse("node " + where + " is named twice (the nodes must be distinct servers)");
-    if (node.acknowledge)
+    if (node.acknowledge && node.acknowledge->replicas != redis::replica_ack::none)
       refuse("node " + where + " has replica acknowledgement on (Redlock's nodes are independent masters)");
     if (node.source) refuse("node " + where + " has an address source (Redlock's nodes are fixed servers)");
   }

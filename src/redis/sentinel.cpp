@@ -298,6 +298,7 @@ std::shared_ptr<redis::detail::sentinel_source> make_source(const redis::sentine
 redis::config master_settings(const redis::sentinel_config& cfg,
                               const std::shared_ptr<redis::detail::sentinel_source>& source) {
   auto out = cfg.master;
+  redis::detail::settle_acknowledge(out, true);
   out.source = source;
   out.require_master = true;
   return out;

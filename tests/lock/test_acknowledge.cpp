@@ -53,8 +53,9 @@ TEST_CASE("replica acknowledgement settings that cannot work are refused", "[loc
     cfg.acknowledge = ack;
     return dlock::test::thrown_by([&] { dlock::RedisBackend b(cfg); });
   };
-  CHECK(with({0, 100ms}) == dlock::error::invalid_argument);
-  CHECK(with({-2, 100ms}) == dlock::error::invalid_argument);
+  CHECK(with({-3, 100ms}) == dlock::error::invalid_argument);
+  CHECK(with({replica_ack::none, 0ms}) == dlock::error::connection_refused);  // off: nothing to check
+  CHECK(with({replica_ack::if_any, 100ms}) == dlock::error::connection_refused);
   CHECK(with({1, 0ms}) == dlock::error::invalid_argument);
   CHECK(with({1, 5000ms}) == dlock::error::invalid_argument);  // as long as the command timeout
   CHECK(with({1, 100ms}) == dlock::error::connection_refused);  // valid: it went on to connect
@@ -79,6 +80,101 @@ TEST_CASE("a master without replicas acknowledges nothing: every write is given 
         dlock::error::not_acknowledged);
   CHECK(backend.replicas_wanted() == 1);  // "all" is at least one
   CHECK(redis.command({"EXISTS", "alone"}) == "0");
+}
+
+namespace {
+
+// `url` (redis-sentinel://...#name) with `query` ("?...") before its '#'.
+std::string with_query(const std::string& url, const std::string& query) {
+  auto hash = url.find('#');
+  return url.substr(0, hash) + query + url.substr(hash);
+}
+
+long long wait_calls(const dlock::test::redis_server& server) {
+  auto info = server.command({"INFO", "commandstats"});
+  auto at = info.find("cmdstat_wait:calls=");
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + 19));
+}
+
+using BareOnSentinel =
+    dlock::Lock<dlock::SentinelBackend, dlock::ownership::SetNx, dlock::renewal::FixedLease, dlock::wait::TryOnce>;
+using TokenAlone = Watched<dlock::ownership::Token, dlock::wait::TryOnce, dlock::RedisBackend>;
+
+}  // namespace
+
+TEST_CASE("Sentinel acknowledges by default: owner-checked locks wait for the replicas, SETNX runs without, "
+          "and the URL's ?acknowledge= overrides",
+          "[lock][acknowledge]") {
+  dlock::test::sentinel_deployment d({.replicas = 1, .sentinels = 1, .quorum = 1});
+  dlock::SentinelBackend by_default(d.url());
+  REQUIRE(by_default.acknowledges());
+  CHECK_FALSE(by_default.acknowledges_every_lock());
+  CHECK(by_default.settings().acknowledge->replicas == replica_ack::if_any);
+  CHECK(by_default.settings().acknowledge->timeout == 1000ms);
+  const auto calls = wait_calls(d.node(0));
+  CHECK_FALSE(one_try<Token>(by_default, "warm"));
+  CHECK(wait_calls(d.node(0)) > calls);  // the acquire went with WAIT
+  CHECK(by_default.replicas_wanted() == 1);
+
+  d.hold_replication();
+  CHECK(one_try<Token>(by_default, "t") == dlock::error::not_acknowledged);
+  CHECK(d.node(0).command({"EXISTS", "t"}) == "0");  // given back
+  // A bare SETNX lock cannot give a write back: under the default it runs
+  // unacknowledged (a failover can grant it twice) rather than being refused.
+  std::error_code ec;
+  {
+    BareOnSentinel bare(by_default, "bare", {}, dlock::renewal::FixedLease{scaled(5s)});
+    auto hold = bare.try_acquire(ec);
+    CHECK(hold);
+    if (hold) hold->release(ec);
+    CHECK_FALSE(ec);
+  }
+  // Off in the URL: a token lock wins without its replica.
+  dlock::SentinelBackend off(with_query(d.url(), "?acknowledge=off"));
+  CHECK_FALSE(off.acknowledges());
+  CHECK_FALSE(one_try<Token>(off, "t"));
+  // Said in the URL: strict, so a lock that cannot be acknowledged is refused.
+  dlock::SentinelBackend strict(with_query(d.url(), "?acknowledge=all&acknowledge_timeout=200"));
+  CHECK(strict.acknowledges_every_lock());
+  CHECK(strict.settings().acknowledge->timeout == 200ms);
+  CHECK(dlock::test::thrown_by([&] {
+          BareOnSentinel bare(strict, "bare", {}, dlock::renewal::FixedLease{1s});
+        }) == dlock::error::invalid_argument);
+  CHECK(one_try<Token>(strict, "t") == dlock::error::not_acknowledged);
+  d.release_replication();
+  CHECK_FALSE(one_try<Token>(strict, "t"));
+}
+
+TEST_CASE("if_any: a master that never had a replica is not waited for; one whose replica dropped is",
+          "[lock][acknowledge]") {
+  dlock::test::redis_server master;
+  auto cfg = dlock::redis::parse_url(master.url());
+  cfg.acknowledge = replica_ack{replica_ack::if_any, scaled(200ms)};
+  dlock::RedisBackend backend(cfg);
+  CHECK_FALSE(one_try<TokenAlone>(backend, "alone"));  // WAIT 0 answers at once
+  CHECK(backend.replicas_wanted() == 0);
+  CHECK(wait_calls(master) >= 1);
+
+  // A replica attaches: it is waited for.
+  dlock::test::redis_server replica;
+  replica.command({"REPLICAOF", "127.0.0.1", std::to_string(master.port())});
+  auto linked = [&](const char* n) {
+    return master.command({"INFO", "replication"}).find(std::string("connected_slaves:") + n) != std::string::npos;
+  };
+  // ROLE lists a replica once its first sync is done ("online").
+  REQUIRE(dlock::test::wait_until(
+      [&] { return master.command({"INFO", "replication"}).find(",state=online,") != std::string::npos; },
+      scaled(10s)));
+  CHECK_FALSE(one_try<TokenAlone>(backend, "replicated"));
+  CHECK(backend.replicas_wanted() == 1);
+
+  // It drops: the master lists none now, but this master has had one, and a
+  // replica cut off for a moment could still be promoted: one is wanted.
+  replica.command({"REPLICAOF", "NO", "ONE"});
+  REQUIRE(dlock::test::wait_until([&] { return linked("0"); }, scaled(10s)));
+  CHECK(one_try<TokenAlone>(backend, "dropped") == dlock::error::not_acknowledged);
+  CHECK(backend.replicas_wanted() == 1);
+  CHECK(master.command({"EXISTS", "dropped"}) == "0");
 }
 
 TEST_CASE("an acknowledged acquire is on every replica when it returns", "[lock][acknowledge]") {

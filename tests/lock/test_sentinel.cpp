@@ -213,9 +213,12 @@ TEST_CASE("seed 003's failover, reproduced: a lock the replicas never got is gra
   // dies with the write; Sentinel promotes a replica that never had it;
   // client B takes the same lock there while A still holds it (A's next
   // renewal, 10 s after its acquire, is what would tell it otherwise).
+  // Replica acknowledgement, on by default, would prevent it: turned off.
   dlock::test::sentinel_deployment d;
-  dlock::SentinelBackend a_side(d.url());
-  dlock::SentinelBackend b_side(d.url());
+  auto off = dlock::redis::parse_sentinel_url(d.url());
+  off.master.acknowledge = dlock::redis::replica_ack{.replicas = dlock::redis::replica_ack::none};
+  dlock::SentinelBackend a_side(off);
+  dlock::SentinelBackend b_side(off);
   SentinelToken a(a_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
   SentinelToken b(b_side, "story", {}, dlock::renewal::Watchdog{scaled(30s)});
   dlock::test::hold_history history;

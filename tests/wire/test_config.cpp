@@ -4,12 +4,14 @@
 
 #include <sys/un.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include <dlock/error.hpp>
 #include <dlock/redis/config.hpp>
 #include <dlock/redis/cluster.hpp>
+#include <dlock/redis/redlock.hpp>
 #include <dlock/redis/sentinel.hpp>
 #include <support/redis_server.hpp>
 
@@ -106,7 +108,7 @@ TEST_CASE("malformed URLs name their bad part, and never the password", "[url]")
            bad{"rediss://h:1#x", "fragment"},
            bad{"rediss://h:1?ca_file=%zz", "percent escape in the query"},
            bad{"rediss://h:0", "\"0\""},
-           bad{"redis://h:1?ca_file=/ca.pem", "?ca_file=/ca.pem"},
+           bad{"redis://h:1?ca_file=/ca.pem", "unknown query parameter \"ca_file\" (a redis:// URL takes acknowledge"},
            bad{"redis://", "host is empty"},
            bad{"redis://:7000", "host is empty"},
            bad{"redis://h:0", "\"0\""},
@@ -116,7 +118,7 @@ TEST_CASE("malformed URLs name their bad part, and never the password", "[url]")
            bad{"redis://h:1/x", "\"x\""},
            bad{"redis://h:1/-1", "\"-1\""},
            bad{"redis://h:1/0/1", "\"/0/1\""},
-           bad{"redis://h:1?timeout=3", "?timeout=3"},
+           bad{"redis://h:1?timeout=3", "\"timeout\""},
            bad{"redis://::1:7000", "more than one ':'"},
            bad{"redis://[::1:7000", "']'"},
            bad{"redis://[::1]x", "\"x\""},
@@ -127,6 +129,17 @@ TEST_CASE("malformed URLs name their bad part, and never the password", "[url]")
            bad{"unix://relative/path", "absolute"},
            bad{"unix:///tmp/s?foo=1", "\"foo\""},
            bad{"unix:///tmp/s?db=x", "\"x\""},
+           bad{"redis://h:1?acknowledge=", "\"acknowledge\" is empty"},
+           bad{"redis://h:1?acknowledge=0", "acknowledge=\"0\" is not off, all, if_any or a count"},
+           bad{"redis://h:1?acknowledge=-1", "acknowledge=\"-1\""},
+           bad{"redis://h:1?acknowledge=some", "acknowledge=\"some\""},
+           bad{"redis://h:1?acknowledge=1001", "acknowledge=\"1001\""},
+           bad{"redis://h:1?acknowledge=all&acknowledge_timeout=0", "acknowledge_timeout=\"0\""},
+           bad{"redis://h:1?acknowledge=all&acknowledge_timeout=1s", "acknowledge_timeout=\"1s\""},
+           bad{"redis://h:1?acknowledge_timeout=100", "acknowledge_timeout needs acknowledge="},
+           bad{"redis://h:1?acknowledge=off&acknowledge_timeout=100", "nothing to wait for"},
+           bad{"redis://h:1?acknowledge=all#x", "a redis:// URL takes no fragment"},
+           bad{"unix:///tmp/s?acknowledge=all&x=1", "(a unix:// URL takes acknowledge, acknowledge_timeout, db)"},
        }) {
     std::error_code ec;
     std::string why;
@@ -286,7 +299,7 @@ TEST_CASE("redis-sentinel:// URLs", "[url][sentinel]") {
            {"redis-sentinel://h1,,h2#m", "empty sentinel address"},
            {"redis-sentinel://h1:0#m", "port \"0\""},
            {"redis-sentinel://h1/x#m", "database \"x\""},
-           {"redis-sentinel://h1?a=b#m", "take no query"},
+           {"redis-sentinel://h1?a=b#m", "unknown query parameter \"a\""},
            {"rediss-sentinel://h1?a=b#m", "unknown query parameter \"a\""},
            {"rediss-sentinel://h1?cert_file=/c#m", "cert_file and key_file go together"},
            {"redis://h1#m", "expected redis-sentinel:// or rediss-sentinel://"},
@@ -330,4 +343,50 @@ TEST_CASE("rediss-sentinel:// and a cluster's rediss:// URLs: TLS to every serve
     dlock::redis::parse_cluster_url(bad, ec);
     CHECK(ec == dlock::error::invalid_url);
   }
+}
+
+TEST_CASE("acknowledge= in the query: replica acknowledgement from a URL", "[url][acknowledge]") {
+  using dlock::redis::replica_ack;
+  CHECK_FALSE(parse_url("redis://h:1").acknowledge);  // the backend's default
+  auto c = parse_url("redis://h:1/2?acknowledge=all");
+  REQUIRE(c.acknowledge);
+  CHECK(c.acknowledge->replicas == replica_ack::all);
+  CHECK(c.acknowledge->timeout == std::chrono::milliseconds(1000));
+  CHECK_FALSE(c.acknowledge->owner_checked_only);  // said in so many words: strict
+  CHECK(c.database == 2);
+  c = parse_url("redis://h:1?acknowledge=2&acknowledge_timeout=250");
+  REQUIRE(c.acknowledge);
+  CHECK(c.acknowledge->replicas == 2);
+  CHECK(c.acknowledge->timeout == std::chrono::milliseconds(250));
+  CHECK(parse_url("redis://h:1?acknowledge_timeout=250&acknowledge=if_any").acknowledge->replicas ==
+        replica_ack::if_any);
+  CHECK(parse_url("redis://h:1?acknowledge=off").acknowledge->replicas == replica_ack::none);
+  c = parse_url("rediss://h:1?ca_file=/ca.pem&acknowledge=1");
+  CHECK(c.tls->ca_file == "/ca.pem");
+  CHECK(c.acknowledge->replicas == 1);
+  c = parse_url("unix:///tmp/r.sock?db=3&acknowledge=all");
+  CHECK(c.database == 3);
+  CHECK(c.acknowledge->replicas == replica_ack::all);
+
+  auto s = dlock::redis::parse_sentinel_url("redis-sentinel://:pw@h1,h2/1?acknowledge=off#orders");
+  REQUIRE(s.master.acknowledge);
+  CHECK(s.master.acknowledge->replicas == replica_ack::none);
+  CHECK(s.master.database == 1);
+  CHECK(s.master_name == "orders");
+  CHECK_FALSE(dlock::redis::parse_sentinel_url("redis-sentinel://h1#m").master.acknowledge);
+  auto k = dlock::redis::parse_cluster_url("redis://h:1,h:2?acknowledge=1&acknowledge_timeout=500");
+  REQUIRE(k.node.acknowledge);
+  CHECK(k.node.acknowledge->replicas == 1);
+  CHECK(k.node.acknowledge->timeout == std::chrono::milliseconds(500));
+  CHECK(k.seeds.size() == 2);
+
+  std::error_code ec;
+  std::string why;
+  dlock::redis::parse_sentinel_url("redis-sentinel://h1?acknowledge=none#m", ec, &why);
+  CHECK(ec == dlock::error::invalid_url);
+  CHECK_THAT(why, Catch::Contains("acknowledge=\"none\""));
+  // Redlock's nodes are independent masters: no replicas to wait for.
+  dlock::redis::parse_redlock_url("redis://h:1,h:2,h:3?acknowledge=all", ec, &why);
+  CHECK(ec == dlock::error::invalid_url);
+  CHECK_THAT(why, Catch::Contains("unknown query parameter \"acknowledge\" (a Redlock URL takes no query)"));
 }

@@ -68,6 +68,16 @@ bool acknowledging(const B& backend) {
   else return false;
 }
 
+/// Whether `backend` refuses a lock that cannot be acknowledged (not
+/// owner-checked) rather than running it unacknowledged: its optional
+/// `acknowledges_every_lock()`, else whether it acknowledges at all.
+template <class B>
+bool acknowledges_every_lock(const B& backend) {
+  if constexpr (requires { { backend.acknowledges_every_lock() } -> std::convertible_to<bool>; })
+    return backend.acknowledges_every_lock();
+  else return acknowledging(backend);
+}
+
 /// A write that takes or extends a lock, routed by `key`. On a backend
 /// that acknowledges writes it goes with `WAIT` right behind it, on a
 /// connection where no other lock's commands wait (a blocking caller's own,

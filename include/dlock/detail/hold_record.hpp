@@ -52,7 +52,7 @@ struct hold_record {
   bool may_wait = false;
   /// What the replicas acknowledged of the last acquire try's write (see
   /// detail::acknowledged_exec); reset by the lock before each try. A try
-  /// that sent no WAIT leaves `wanted` at 0.
+  /// that sent no WAIT leaves `sent` false.
   redis::replica_acks acks;
   /// The hold's fencing token (see dlock::fencing_tokens), when fencing is
   /// on: set by the acquire that won, before the hold is handed out, and

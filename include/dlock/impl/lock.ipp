@@ -91,7 +91,9 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::Lock(BackendT& backend, std::string
   if (auto ec = wait_.validate()) throw std::system_error(ec, "dlock::Lock wait policy");
   // A write too few replicas acknowledged is given back, which only an
   // owner-checked release can do without deleting someone else's lock.
-  if (detail::acknowledging(backend_) && !OwnershipT::owner_checked)
+  // Under a backend's default (owner-checked locks only) the others run
+  // unacknowledged.
+  if (!OwnershipT::owner_checked && detail::acknowledges_every_lock(backend_))
     throw std::system_error(make_error_code(error::invalid_argument),
                             std::string("dlock::Lock: replica acknowledgement needs an owner-checked ownership "
                                         "(token, reentrant hash or queue), not ") +
@@ -247,7 +249,7 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         if (!settled.kept) {
           // Given back (or found gone): the wait goes on, and the next try
           // comes at once (the lock is free, as far as this owner knows).
-          unacknowledged = unacknowledged || (rec->acks.wanted > 0 && !rec->acks.met());
+          unacknowledged = unacknowledged || (rec->acks.sent && !rec->acks.met());
           at = attempt{false, milliseconds(0)};
         }
       }

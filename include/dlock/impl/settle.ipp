@@ -29,7 +29,8 @@ bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::settling() const {
   if constexpr (detail::fencing_ownership<adapted_ownership>) {
     if (ownership_.fencing) return true;
   }
-  return detail::acknowledging(backend_);
+  if constexpr (!OwnershipT::owner_checked) return false;  // runs unacknowledged (see the constructor)
+  else return detail::acknowledging(backend_);
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
@@ -69,7 +70,8 @@ asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT
       }
     }
   }
-  if (detail::acknowledging(backend_)) co_return co_await keep_if_acknowledged(rec);
+  if constexpr (OwnershipT::owner_checked)
+    if (detail::acknowledging(backend_)) co_return co_await keep_if_acknowledged(rec);
   co_return std::pair{error_code{}, true};
 }
 
@@ -82,7 +84,7 @@ asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT
     // replicas apply the master's writes in order, so one that has the
     // extend has the win before it. A key without a lease has no extend;
     // it is given back.
-    if (rec.acks.wanted == 0 && rec.lease > milliseconds::zero()) {
+    if (!rec.acks.sent && rec.lease > milliseconds::zero()) {
       auto call = ownership_.extend_call(rec);
       auto sent = detail::steady::now();
       auto [ec, v] = co_await detail::acknowledged_eval(backend_, rec.acks, *call.script, std::move(call.keys),

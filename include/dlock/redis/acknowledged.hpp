@@ -14,12 +14,16 @@
 namespace dlock::redis {
 
 /// What the WAIT behind a write found: how many replicas it asked for and
-/// how many acknowledged in time. `wanted` is 0 when no WAIT was sent.
+/// how many acknowledged in time.
 struct replica_acks {
-  int wanted = 0;  ///< replicas the WAIT asked for (0: no WAIT was sent)
-  int acked = 0;   ///< replicas that acknowledged within its timeout
-  /// At least `wanted` (and so at least one) replicas have the write.
-  bool met() const noexcept { return wanted > 0 && acked >= wanted; }
+  int wanted = 0;         ///< replicas the WAIT asked for (0 under replica_ack::if_any for a master that never had one)
+  int acked = 0;          ///< replicas that acknowledged within its timeout
+  bool sent = false;      ///< a WAIT went behind the write
+  bool answered = false;  ///< and it answered with a count (`acked`)
+  /// At least `wanted` replicas have the write: the WAIT answered, and
+  /// with enough. (`wanted` is at least 1 unless the setting is
+  /// replica_ack::if_any and the master never listed a replica.)
+  bool met() const noexcept { return answered && acked >= wanted; }
 };
 
 namespace detail {
@@ -34,11 +38,13 @@ inline int replicas_in_role(const value& role) {
 }
 
 /// How many replicas to ask for: the setting's count, or every replica the
-/// master reported last (at least one); 0 when that is not known yet (ask
-/// ROLE first).
-inline int replicas_to_ask(const replica_ack& ack, int reported) {
-  if (ack.replicas != replica_ack::all) return ack.replicas;
-  if (reported < 0) return 0;
+/// master reported last (at least one under replica_ack::all, and under
+/// replica_ack::if_any once `seen`: the master has listed one before); -1
+/// when that is not known yet (ask ROLE first).
+inline int replicas_to_ask(const replica_ack& ack, int reported, bool seen) {
+  if (ack.replicas >= 1) return ack.replicas;
+  if (reported < 0) return -1;
+  if (ack.replicas == replica_ack::if_any && !seen) return reported;
   return reported < 1 ? 1 : reported;
 }
 
@@ -65,6 +71,7 @@ struct acknowledged_reply {
 inline acknowledged_reply split_acknowledged(error_code ec, response r, int wanted) {
   acknowledged_reply out;
   out.acks.wanted = wanted;
+  out.acks.sent = true;
   if (ec) {
     out.ec = ec;
     return out;
@@ -77,8 +84,10 @@ inline acknowledged_reply split_acknowledged(error_code ec, response r, int want
   // A WAIT that failed (refused on a replica, a missing permission) or
   // answered something else acknowledges nothing.
   const value& wait = r.back();
-  if (wait.type == kind::integer && wait.integer >= 0 && wait.integer <= INT32_MAX)
+  if (wait.type == kind::integer && wait.integer >= 0 && wait.integer <= INT32_MAX) {
     out.acks.acked = static_cast<int>(wait.integer);
+    out.acks.answered = true;
+  }
   r.pop_back();
   r.erase(r.begin());
   out.body = std::move(r);
@@ -86,9 +95,12 @@ inline acknowledged_reply split_acknowledged(error_code ec, response r, int want
 }
 
 /// Throws std::system_error (invalid_argument) when `cfg.acknowledge` cannot
-/// work: replicas below 1 (and not `all`), a timeout that is not positive or
-/// not shorter than the command timeout.
-void check_acknowledge(const config& cfg);
+/// work: replicas below 1 (and not `all`, `if_any` or `none`), a timeout
+/// that is not positive or not shorter than the command timeout. Then
+/// settles it: empty when it is off (`none`), replica_ack::by_default()
+/// when it is empty and the backend acknowledges by default (`deployment`:
+/// Sentinel, Cluster).
+void settle_acknowledge(config& cfg, bool deployment);
 
 }  // namespace detail
 }  // namespace dlock::redis

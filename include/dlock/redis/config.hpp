@@ -25,18 +25,47 @@ class address_source;  // redis/address_source.hpp
 /// asynchronously; WAIT only reports how many replicas have received the
 /// write. A lock write that fewer than `replicas` replicas acknowledged
 /// within `timeout` is given back (an acquire) or not counted (a renewal).
+///
+/// Only an owner-checked ownership (token, reentrant hash, queue,
+/// semaphore, read-write) can give a write back without deleting someone
+/// else's lock. SentinelBackend and ClusterBackend acknowledge by default
+/// (by_default(): `if_any`, owner-checked locks only); a one-server
+/// RedisBackend does not. The URL's `?acknowledge=` sets it too.
 struct replica_ack {
-  /// `replicas` means "every replica the master reports" (ROLE's list of
-  /// connected replicas, read in the same pipeline as each write, and at
-  /// least one).
+  /// `replicas`: every replica the master lists as connected (ROLE's list,
+  /// read in the same pipeline as each write), and at least one: a master
+  /// without replicas acknowledges nothing.
   static constexpr int all = -1;
-  /// How many replicas must acknowledge: a count of at least 1, or `all`.
+  /// `replicas`: every replica the master lists as connected, and at least
+  /// one once the backend has seen this master list any. A master that
+  /// never had a replica (a cluster or a test server without them) is not
+  /// waited for (WAIT 0 answers at once); one whose replicas all dropped
+  /// is, since a replica cut off for a moment can still be promoted
+  /// without the write. A new master after a failover starts afresh. The
+  /// default's choice.
+  static constexpr int if_any = -2;
+  /// `replicas`: acknowledgement off (turns a backend's default off).
+  static constexpr int none = 0;
+  /// How many replicas must acknowledge: a count of at least 1, `all`,
+  /// `if_any` or `none`.
   int replicas = all;
   /// How long WAIT waits for them. Positive, and shorter than the
   /// connection's command_timeout (a WAIT that outlasts it would be read
   /// as an unanswered command). A lock's acquire can take this long once
   /// per try when replicas lag, and a lease must outlast it.
   std::chrono::milliseconds timeout{1000};
+  /// What a lock whose ownership is not owner-checked (bare SETNX, GETSET
+  /// expiry) does on this backend: false, Lock's constructor refuses it
+  /// (invalid_argument); true, it runs without acknowledgement (and a
+  /// failover can grant it twice). by_default() sets true; a setting made
+  /// in code or in a URL is false unless it says otherwise.
+  bool owner_checked_only = false;
+
+  /// Sentinel's and Cluster's default: `if_any` within 1 s, for
+  /// owner-checked locks only.
+  static replica_ack by_default() noexcept {
+    return replica_ack{.replicas = if_any, .timeout = std::chrono::milliseconds(1000), .owner_checked_only = true};
+  }
 };
 
 /// TLS settings (config::tls; a rediss:// URL sets them). The server's
@@ -108,9 +137,12 @@ struct config {
   /// "smessage"): on a cluster node, whose shard channels live in the slot
   /// of their name. ClusterBackend sets it.
   bool sharded_pubsub = false;
-  /// Replica acknowledgement of lock writes (see replica_ack); empty: off.
-  /// Used by the backends (RedisBackend, SentinelBackend), not by a
-  /// connection on its own.
+  /// Replica acknowledgement of lock writes (see replica_ack). Empty: the
+  /// backend's default, which is off on RedisBackend and
+  /// replica_ack::by_default() on SentinelBackend and ClusterBackend;
+  /// `replicas` replica_ack::none: off. Used by the backends, not by a
+  /// connection on its own; a URL's `?acknowledge=off|all|if_any|<n>`
+  /// (and `acknowledge_timeout=<ms>`) sets it.
   std::optional<replica_ack> acknowledge;
 
   /// "redis://127.0.0.1:7000/2", "rediss://..." or "unix:///tmp/r.sock",

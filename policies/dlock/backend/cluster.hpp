@@ -210,8 +210,14 @@ class ClusterBackend {
 
   // ---- Replica acknowledgement (settings().node.acknowledge) --------------
 
-  /// Whether lock writes wait for replicas (settings().node.acknowledge is set).
+  /// Whether lock writes wait for replicas (settings().node.acknowledge is
+  /// set: in code, in the URL, or by default).
   bool acknowledges() const noexcept { return cfg_.node.acknowledge.has_value(); }
+  /// As RedisBackend's: false under the default, which acknowledges
+  /// owner-checked locks only.
+  bool acknowledges_every_lock() const noexcept {
+    return acknowledges() && !cfg_.node.acknowledge->owner_checked_only;
+  }
 
   /// As RedisBackend's, on the master of `key`'s slot (WAIT counts that
   /// master's replicas).

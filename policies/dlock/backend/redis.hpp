@@ -172,11 +172,20 @@ class RedisBackend {
   // opened as needed: a write takes an idle one, or a new one, or the
   // least busy one when all are open and busy).
 
-  /// Whether lock writes wait for replicas (settings().acknowledge is set).
+  /// Whether lock writes wait for replicas (settings().acknowledge is set:
+  /// in code, in the URL, or by SentinelBackend's default).
   bool acknowledges() const noexcept { return settings().acknowledge.has_value(); }
+  /// Whether a lock that cannot be acknowledged (its ownership is not
+  /// owner-checked) is refused (true) or runs unacknowledged (false: the
+  /// default's replica_ack::owner_checked_only).
+  bool acknowledges_every_lock() const noexcept {
+    return acknowledges() && !settings().acknowledge->owner_checked_only;
+  }
   /// How many replicas a write's WAIT asks for now: the setting's count, or
-  /// every replica the master listed in its last ROLE reply (at least one);
-  /// 0 before any ROLE reply was read.
+  /// every replica the master listed in its last ROLE reply (at least one
+  /// under replica_ack::all, and under replica_ack::if_any once the master
+  /// has listed one);
+  /// -1 before any ROLE reply was read, and when acknowledgement is off.
   int replicas_wanted() const noexcept;
   /// How many lanes the asynchronous path may open.
   static constexpr std::size_t max_acknowledgement_lanes = 8;
@@ -307,6 +316,7 @@ class RedisBackend {
   void lane_done(redis::connection* lane);
   void note_replicas(int reported) noexcept {
     if (reported >= 0) reported_replicas_.store(reported, std::memory_order_relaxed);
+    if (reported > 0) seen_replicas_.store(true, std::memory_order_relaxed);
   }
   const redis::replica_ack& ack_settings() const noexcept { return *settings().acknowledge; }
 
@@ -344,7 +354,7 @@ class RedisBackend {
     RedisBackend* backend;
     Body body;
     redis::connection* lane = nullptr;
-    int wanted = 0;
+    int wanted = -1;
     int step = 0;
 
     template <class Self>
@@ -352,7 +362,7 @@ class RedisBackend {
       if (step == 0) {
         lane = backend->take_lane();
         wanted = backend->replicas_wanted();
-        if (wanted == 0) {
+        if (wanted < 0) {
           step = 1;
           lane->async_exec(redis::request().push("ROLE"), std::move(self));
           return;
@@ -363,7 +373,7 @@ class RedisBackend {
         // Nothing of the body was sent: ROLE did not come back (whatever
         // became of it, the write did not run), or the node is not a master.
         if (ec) return finish(self, ec == condition::not_sent ? ec : redis::error_code(error::not_connected), {}, {});
-        if (wanted == 0) return finish(self, redis::error_code(error::not_master), {}, {});
+        if (wanted < 0) return finish(self, redis::error_code(error::not_master), {}, {});
       }
       if (step <= 1) {
         step = 2;
@@ -385,6 +395,7 @@ class RedisBackend {
   };
 
   std::atomic<int> reported_replicas_{-1};  // ROLE's count of replicas, last read
+  std::atomic<bool> seen_replicas_{false};  // this master has listed a replica (replica_ack::if_any)
   mutable std::mutex lanes_mutex_;
   struct lane {
     std::unique_ptr<redis::connection> conn;
