@@ -36,6 +36,10 @@ using std::chrono::milliseconds;
 // gets the very same names.
 const std::string tag = "{cmp}:";
 
+// `c`'s URL with replica acknowledgement (on by default) off: the phase
+// measures the lock's own cycle and commands (docs/cluster.md).
+std::string unacknowledged(const test::redis_cluster& c) { return c.url() + "?acknowledge=off"; }
+
 // What the cluster's nodes have done so far: commands the masters ran, and
 // pub/sub messages every node sent over the cluster bus.
 struct cluster_counts {
@@ -62,8 +66,10 @@ struct servers {
   test::redis_cluster bare{test::cluster_options{.masters = 3}};
   test::redis_cluster one_master{test::cluster_options{.masters = 1}};
   RedisBackend single{single_server.url()};
-  ClusterBackend clustered{cluster.url()};
-  ClusterBackend bare_clustered{bare.url()};
+  // Without replica acknowledgement (on by default): the cycle and the
+  // commands measured here are the lock's own (docs/cluster.md).
+  ClusterBackend clustered{unacknowledged(cluster)};
+  ClusterBackend bare_clustered{unacknowledged(bare)};
   std::size_t tagged_master = cluster.master_of_slot(dlock::detail::key_slot(tag));
   std::size_t bare_tagged_master = bare.master_of_slot(dlock::detail::key_slot(tag));
 };
@@ -102,7 +108,7 @@ cluster_row uncontended_pair(servers& s, const cluster_plan& plan) {
 template <class L>
 void contended_pairs(servers& s, const cluster_plan& plan, cluster_row& row) {
   row.workers = plan.handoff_workers;
-  const std::string single_url = s.single_server.url(), cluster_url = s.cluster.url();
+  const std::string single_url = s.single_server.url(), cluster_url = unacknowledged(s.cluster);
   make_fn<RedisBackend> make_single = [&] { return std::make_unique<RedisBackend>(single_url); };
   make_fn<ClusterBackend> make_cluster = [&] { return std::make_unique<ClusterBackend>(cluster_url); };
   for (int pair = 0; pair < plan.contended_pairs; ++pair) {
@@ -140,7 +146,7 @@ std::vector<double> cpu_seconds(test::redis_cluster& c) {
 // time over the run's wall time.
 double many_locks(test::redis_cluster& c, const std::vector<std::string>& names, const cluster_plan& plan,
                   std::size_t& errors, std::vector<double>& busiest) {
-  const auto url = c.url();
+  const auto url = unacknowledged(c);
   std::vector<std::unique_ptr<ClusterBackend>> backends;
   for (int i = 0; i < plan.many_backends; ++i) backends.push_back(std::make_unique<ClusterBackend>(url));
   std::vector<std::unique_ptr<Lock<ClusterBackend>>> locks;
@@ -193,7 +199,7 @@ many_locks_row many_locks_phase(servers& s, const cluster_plan& plan) {
   // One name per worker, dealt to the three masters in turn.
   std::vector<std::string> names;
   {
-    ClusterBackend probe(three.url());
+    ClusterBackend probe(unacknowledged(three));
     auto masters = probe.masters();
     std::sort(masters.begin(), masters.end(), [](auto& a, auto& b) { return a.port < b.port; });
     for (int k = 0; static_cast<int>(names.size()) < plan.many_workers; ++k) {
@@ -224,7 +230,7 @@ std::vector<pubsub_row> pubsub_phase(servers& s, const cluster_plan& plan) {
   std::vector<pubsub_row> out;
   for (int workers : plan.pubsub_workers) {
     for (bool sharded : {true, false}) {
-      auto cfg = redis::parse_cluster_url(s.cluster.url());
+      auto cfg = redis::parse_cluster_url(unacknowledged(s.cluster));
       cfg.sharded_pubsub = sharded;
       ClusterBackend control(cfg);
       make_fn<ClusterBackend> make = [&] { return std::make_unique<ClusterBackend>(cfg); };

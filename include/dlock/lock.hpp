@@ -100,8 +100,8 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
   /// Redis: throws std::system_error with invalid_name (empty or longer than
   /// 4096 bytes), invalid_lease (zero, negative, longer than max_lease, or
   /// too short for its loss margin) or invalid_interval; invalid_argument
-  /// when the backend acknowledges writes (replica acknowledgement) and the
-  /// ownership is not owner-checked.
+  /// when the ownership is not owner-checked and the backend was told to
+  /// acknowledge writes (not by its default: acknowledges_every_lock()).
   Lock(BackendT& backend, std::string name, OwnershipT ownership = {}, RenewalT renewal = {},
        WaitT wait = {});
 

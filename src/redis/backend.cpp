@@ -2,6 +2,7 @@
 // and the blocking forms of its operations.
 #include <dlock/backend/redis.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -10,6 +11,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <dlock/detail/random.hpp>
+#include <dlock/redis/address_source.hpp>
 
 #include "blocking_wait.hpp"
 
@@ -21,8 +23,11 @@ namespace redis::detail {
 // anything connects; then the backend's default fills in an empty one.
 void settle_acknowledge(config& cfg, bool deployment) {
   if (!cfg.acknowledge) {
-    if (deployment) cfg.acknowledge = replica_ack::by_default();
-    return;
+    if (!deployment) return;
+    // The default: within 1 s, or half the command timeout when that is
+    // shorter (a WAIT must end within it).
+    cfg.acknowledge = replica_ack::by_default();
+    cfg.acknowledge->timeout = std::min(cfg.acknowledge->timeout, cfg.command_timeout / 2);
   }
   const auto& ack = *cfg.acknowledge;
   if (ack.replicas < 1 && ack.replicas != replica_ack::all && ack.replicas != replica_ack::if_any &&
@@ -93,10 +98,30 @@ RedisBackend::~RedisBackend() {
   }
 }
 
-int RedisBackend::replicas_wanted() const noexcept {
+int RedisBackend::replicas_wanted() const {
   if (!acknowledges()) return -1;
-  return redis::detail::replicas_to_ask(ack_settings(), reported_replicas_.load(std::memory_order_relaxed),
-                                        seen_replicas_.load(std::memory_order_relaxed));
+  bool seen = false;
+  if (ack_settings().replicas == redis::replica_ack::if_any) {
+    const auto now = current_master();  // a failover starts afresh
+    std::lock_guard g(seen_mutex_);
+    seen = seen_at_ && seen_at_ == now;
+  }
+  return redis::detail::replicas_to_ask(ack_settings(), reported_replicas_.load(std::memory_order_relaxed), seen);
+}
+
+void RedisBackend::note_replicas(int reported) {
+  if (reported >= 0) reported_replicas_.store(reported, std::memory_order_relaxed);
+  if (reported > 0 && acknowledges() && ack_settings().replicas == redis::replica_ack::if_any) {
+    auto now = current_master();
+    std::lock_guard g(seen_mutex_);
+    seen_at_ = std::move(now);
+  }
+}
+
+std::optional<redis::address> RedisBackend::current_master() const {
+  const auto& cfg = settings();
+  if (cfg.source) return cfg.source->last_found();
+  return redis::address::of(cfg);
 }
 
 std::size_t RedisBackend::acknowledgement_lanes() const {
@@ -132,7 +157,6 @@ void RedisBackend::lane_done(redis::connection* c) {
 
 void RedisBackend::server_moved(const redis::address& to) {
   reported_replicas_.store(-1, std::memory_order_relaxed);
-  seen_replicas_.store(false, std::memory_order_relaxed);  // a new master: its own history
   commands_->server_moved(to);
   subscriber_->link().server_moved(to);
   std::lock_guard g(lanes_mutex_);

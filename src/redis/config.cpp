@@ -260,6 +260,9 @@ sentinel_config parse_sentinel_url(std::string_view url, std::error_code& ec, st
     // The master's name follows the first '#' after the user info.
     auto hash = rest.find('#');
     if (hash == npos) throw url_error{"no master name (add #<name>, the name the sentinels monitor)"};
+    if (rest.find('?', hash) != npos)
+      throw url_error{"a '?' in the master name (the query goes before '#': ...?acknowledge=off#name; a '?' in "
+                      "the name is written %3F)"};
     out.master_name = percent_decode(rest.substr(hash + 1), "master name");
     if (out.master_name.empty()) throw url_error{"the master name after '#' is empty"};
     rest = rest.substr(0, hash);

@@ -32,13 +32,15 @@ struct churn_log {
   int done = 0;                         ///< workers that logged "done"
 };
 
-/// Reads the logs at `paths`. outcome_unknown and no_quorum (a reply, or a
-/// quorum's, later than its timeout: Redlock's nodes have 500 ms) are
+/// Reads the logs at `paths`. outcome_unknown, no_quorum and
+/// not_acknowledged (a reply, a quorum's, or the replicas' WAIT, later than
+/// its timeout: Redlock's nodes have 500 ms, WAIT 1 s by default) are
 /// errors the library documents for a loaded machine, kept apart from the
 /// others; the checker's verdict covers the holds either way.
 inline churn_log read_churn_logs(const std::vector<std::string>& paths) {
   const std::string unknown = error_code_word(make_error_code(error::outcome_unknown));
   const std::string no_quorum = error_code_word(make_error_code(error::no_quorum));
+  const std::string unacknowledged = error_code_word(make_error_code(error::not_acknowledged));
   churn_log out;
   for (auto& path : paths) {
     std::ifstream in(path);
@@ -58,7 +60,7 @@ inline churn_log read_churn_logs(const std::vector<std::string>& paths) {
       } else if (kind == "error") {
         std::string code;
         words >> code;
-        (code == unknown || code == no_quorum ? out.expected : out.errors).push_back(line);
+        (code == unknown || code == no_quorum || code == unacknowledged ? out.expected : out.errors).push_back(line);
       } else if (kind == "done") {
         ++out.done;
       }

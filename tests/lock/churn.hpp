@@ -6,7 +6,11 @@
 // The log's lines (one write() each, so that a kill cannot tear one):
 //   took <lock> <worker> <start_ns>         a hold began (it is open until
 //                                            its "hold" line says otherwise)
-//   hold <lock> <worker> <start> <end>      it ended (support/hold_history)
+//   hold <lock> <worker> <start> <end>      it ended (support/hold_history):
+//                                            its end is when the holder let
+//                                            go, or its loss deadline if
+//                                            that came first (a holder
+//                                            stopped past its lease)
 //   error <lock> <worker> <code> <message>  an acquire or release failed
 //                                            (code: category:value)
 //   done <holds>                            the run ended
@@ -15,7 +19,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -32,36 +38,41 @@
 namespace dlock::test {
 
 /// What a churning client does: `locks` locks named "<prefix>.<i>", each
-/// hold with `lease`, for `length`, logging to `log` (a file path).
+/// hold with `lease` and lasting up to `work`, for `length`, logging to
+/// `log` (a file path).
 struct churn_plan {
   std::string prefix;
   int locks = 1;
   std::chrono::milliseconds lease{2000};
   std::chrono::milliseconds length{2000};
   std::string log;
+  std::chrono::milliseconds work{2};
 
   std::string lock_name(int i) const { return prefix + "." + std::to_string(i); }
 
-  /// "prefix,locks,lease_ms,log" and a length in ms, as lock_worker takes
-  /// them; nullopt for anything else.
+  /// "prefix,locks,lease_ms,log[,work_ms]" and a length in ms, as
+  /// lock_worker takes them; nullopt for anything else.
   static std::optional<churn_plan> parse(const std::string& spec, long long length_ms) {
     std::vector<std::string> parts;
     std::size_t from = 0;
     for (std::size_t at; (at = spec.find(',', from)) != std::string::npos; from = at + 1)
       parts.push_back(spec.substr(from, at - from));
     parts.push_back(spec.substr(from));
-    if (parts.size() != 4 || parts[0].empty() || parts[3].empty() || length_ms <= 0) return std::nullopt;
+    if (parts.size() < 4 || parts.size() > 5 || parts[0].empty() || parts[3].empty() || length_ms <= 0)
+      return std::nullopt;
     churn_plan p;
     p.prefix = parts[0];
     p.locks = std::atoi(parts[1].c_str());
     p.lease = std::chrono::milliseconds(std::atoll(parts[2].c_str()));
     p.log = parts[3];
     p.length = std::chrono::milliseconds(length_ms);
-    if (p.locks <= 0 || p.lease.count() <= 0) return std::nullopt;
+    if (parts.size() == 5) p.work = std::chrono::milliseconds(std::atoll(parts[4].c_str()));
+    if (p.locks <= 0 || p.lease.count() <= 0 || p.work.count() <= 0) return std::nullopt;
     return p;
   }
   std::string spec() const {
-    return prefix + "," + std::to_string(locks) + "," + std::to_string(lease.count()) + "," + log;
+    return prefix + "," + std::to_string(locks) + "," + std::to_string(lease.count()) + "," + log + "," +
+           std::to_string(work.count());
   }
 };
 
@@ -107,7 +118,8 @@ long long churn(typename L::backend_type& backend, const churn_plan& plan, const
   std::vector<std::unique_ptr<L>> locks;
   for (int i = 0; i < plan.locks; ++i) locks.push_back(make_lock<L>(backend, plan.lock_name(i), plan.lease));
   std::mt19937 rng(std::random_device{}());
-  std::uniform_int_distribution<int> pick(0, plan.locks - 1), work_us(0, 2000);
+  std::uniform_int_distribution<long long> work_us(0, plan.work.count() * 1000);
+  std::uniform_int_distribution<int> pick(0, plan.locks - 1);
   const auto end = steady_clock::now() + plan.length;
   long long holds = 0;
   while (steady_clock::now() < end) {
@@ -122,8 +134,20 @@ long long churn(typename L::backend_type& backend, const churn_plan& plan, const
     }
     hold_span span{name, worker, monotonic_ns(), 0, false};
     log.write("took " + name + " " + worker + " " + std::to_string(span.start_ns));
-    std::this_thread::sleep_for(microseconds(work_us(rng)));
-    span.end_ns = monotonic_ns();
+    // The hold's loss deadline, as last seen: the span ends there if the
+    // holder is stopped past it (a pause), since the lock promises only
+    // that nobody else gets in before the signal.
+    auto trusted = [&hold] {
+      const auto left = hold->remaining_lease();
+      return left == milliseconds::max() ? INT64_MAX
+                                         : monotonic_ns() + duration_cast<nanoseconds>(left).count();
+    };
+    std::int64_t deadline = trusted();
+    for (auto until = steady_clock::now() + microseconds(work_us(rng)); steady_clock::now() < until;) {
+      std::this_thread::sleep_for(std::min<steady_clock::duration>(until - steady_clock::now(), milliseconds(5)));
+      if (hold->remaining_lease() > milliseconds::zero()) deadline = std::max(deadline, trusted());
+    }
+    span.end_ns = std::max(span.start_ns, std::min(monotonic_ns(), deadline));
     log.write(span.format());
     ++holds;
     hold->release(ec);

@@ -111,6 +111,13 @@ TEST_CASE("Sentinel acknowledges by default: owner-checked locks wait for the re
   CHECK_FALSE(by_default.acknowledges_every_lock());
   CHECK(by_default.settings().acknowledge->replicas == replica_ack::if_any);
   CHECK(by_default.settings().acknowledge->timeout == 1000ms);
+  {
+    // A WAIT must end within the command timeout: the default's shrinks.
+    auto quick = dlock::redis::parse_sentinel_url(d.url());
+    quick.master.command_timeout = 1s;
+    dlock::SentinelBackend short_timeout(quick);
+    CHECK(short_timeout.settings().acknowledge->timeout == 500ms);
+  }
   const auto calls = wait_calls(d.node(0));
   CHECK_FALSE(one_try<Token>(by_default, "warm"));
   CHECK(wait_calls(d.node(0)) > calls);  // the acquire went with WAIT
@@ -134,9 +141,10 @@ TEST_CASE("Sentinel acknowledges by default: owner-checked locks wait for the re
   CHECK_FALSE(off.acknowledges());
   CHECK_FALSE(one_try<Token>(off, "t"));
   // Said in the URL: strict, so a lock that cannot be acknowledged is refused.
-  dlock::SentinelBackend strict(with_query(d.url(), "?acknowledge=all&acknowledge_timeout=200"));
+  dlock::SentinelBackend strict(with_query(d.url(), "?acknowledge=all&acknowledge_timeout=" +
+                                                        std::to_string(scaled(1000ms).count())));
   CHECK(strict.acknowledges_every_lock());
-  CHECK(strict.settings().acknowledge->timeout == 200ms);
+  CHECK(strict.settings().acknowledge->timeout == scaled(1000ms));
   CHECK(dlock::test::thrown_by([&] {
           BareOnSentinel bare(strict, "bare", {}, dlock::renewal::FixedLease{1s});
         }) == dlock::error::invalid_argument);
@@ -161,19 +169,20 @@ TEST_CASE("if_any: a master that never had a replica is not waited for; one whos
   auto linked = [&](const char* n) {
     return master.command({"INFO", "replication"}).find(std::string("connected_slaves:") + n) != std::string::npos;
   };
-  // ROLE lists a replica once its first sync is done ("online").
-  REQUIRE(dlock::test::wait_until(
-      [&] { return master.command({"INFO", "replication"}).find(",state=online,") != std::string::npos; },
-      scaled(10s)));
-  CHECK_FALSE(one_try<TokenAlone>(backend, "replicated"));
+  // ROLE lists a replica once its first sync is done, and WAIT counts it
+  // once it has acknowledged something.
+  master.wait_until_listed(1, scaled(10s));
+  CHECK_FALSE(one_try<TokenAlone>(backend, "seen"));  // its ROLE lists the replica: one is wanted from now on
   CHECK(backend.replicas_wanted() == 1);
+  CHECK_FALSE(one_try<TokenAlone>(backend, "replicated"));  // WAIT 1, acknowledged
 
   // It drops: the master lists none now, but this master has had one, and a
   // replica cut off for a moment could still be promoted: one is wanted.
   replica.command({"REPLICAOF", "NO", "ONE"});
   REQUIRE(dlock::test::wait_until([&] { return linked("0"); }, scaled(10s)));
   CHECK(one_try<TokenAlone>(backend, "dropped") == dlock::error::not_acknowledged);
-  CHECK(backend.replicas_wanted() == 1);
+  CHECK(backend.replicas_wanted() == 1);  // its ROLE listed none: one is still wanted
+  CHECK(one_try<TokenAlone>(backend, "dropped") == dlock::error::not_acknowledged);
   CHECK(master.command({"EXISTS", "dropped"}) == "0");
 }
 

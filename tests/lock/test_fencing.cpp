@@ -291,10 +291,13 @@ TEST_CASE("a failover after an increment that did not replicate: the next token 
           "[lock][fencing][failover]") {
   // The increment that handed A its token dies with the master; the
   // promoted replica's counter is behind it, and its clock (the same
-  // machine's) is what keeps B's token above A's.
+  // machine's) is what keeps B's token above A's. Replica acknowledgement,
+  // on by default, would refuse A's write: turned off.
   dlock::test::sentinel_deployment d;
-  dlock::SentinelBackend a_side(d.url());
-  dlock::SentinelBackend b_side(d.url());
+  auto off = dlock::redis::parse_sentinel_url(d.url());
+  off.master.acknowledge = dlock::redis::replica_ack{.replicas = dlock::redis::replica_ack::none};
+  dlock::SentinelBackend a_side(off);
+  dlock::SentinelBackend b_side(off);
   using L = Watched<dlock::ownership::Token, dlock::wait::Spin, dlock::SentinelBackend>;
   L a(a_side, "fenced", fenced<dlock::ownership::Token>(), dlock::renewal::Watchdog{scaled(30s)});
   L b(b_side, "fenced", fenced<dlock::ownership::Token>(), dlock::renewal::Watchdog{scaled(30s)});

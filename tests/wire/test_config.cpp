@@ -382,6 +382,14 @@ TEST_CASE("acknowledge= in the query: replica acknowledgement from a URL", "[url
 
   std::error_code ec;
   std::string why;
+  dlock::redis::parse_sentinel_url("redis-sentinel://h1#m?acknowledge=off", ec, &why);
+  CHECK(ec == dlock::error::invalid_url);
+  CHECK_THAT(why, Catch::Contains("the query goes before '#'"));
+  CHECK(dlock::redis::parse_sentinel_url("redis-sentinel://h1#a%3Fb").master_name == "a?b");
+  // TLS settings and acknowledgement together; the last of a parameter given twice counts; values decoded.
+  auto t = dlock::redis::parse_sentinel_url("rediss-sentinel://h1?ca_file=/ca.pem&acknowledge=all&acknowledge=%32#m");
+  CHECK(t.master.tls->ca_file == "/ca.pem");
+  CHECK(t.master.acknowledge->replicas == 2);
   dlock::redis::parse_sentinel_url("redis-sentinel://h1?acknowledge=none#m", ec, &why);
   CHECK(ec == dlock::error::invalid_url);
   CHECK_THAT(why, Catch::Contains("acknowledge=\"none\""));

@@ -96,7 +96,7 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::Lock(BackendT& backend, std::string
   if (!OwnershipT::owner_checked && detail::acknowledges_every_lock(backend_))
     throw std::system_error(make_error_code(error::invalid_argument),
                             std::string("dlock::Lock: replica acknowledgement needs an owner-checked ownership "
-                                        "(token, reentrant hash or queue), not ") +
+                                        "(token, reentrant hash, queue, semaphore or read-write), not ") +
                                 OwnershipT::policy_name);
 }
 

@@ -59,7 +59,9 @@ struct cluster_config {
 
 /// Parses `redis://[[user:]password@]host[:port][,host[:port]...]`: one or
 /// more seed nodes (6379 when a port is not given; IPv6 hosts in brackets)
-/// sharing one user and password; `rediss://...[?query]` is the same over
+/// sharing one user and password, and a query that may set replica
+/// acknowledgement (`?acknowledge=...`, as parse_url's; unset, the
+/// backend's default); `rediss://...[?query]` is the same over
 /// TLS to every node, with rediss://'s query (the nodes' TLS ports: their
 /// "tls-port" in CLUSTER SHARDS). A database other than 0 is refused (a
 /// cluster has only database 0). Throws std::system_error with

@@ -177,6 +177,9 @@ struct address {
 /// message that names the bad part, but never quotes the user name or the
 /// password. A '/', '?', '#' or '@' in a password should be percent-encoded;
 /// in a redis:// URL the user info runs to the last '@' all the same.
+/// Every form's query may also set replica acknowledgement:
+/// `acknowledge=off|all|if_any|<n>` and `acknowledge_timeout=<ms>` (see
+/// replica_ack); an unknown parameter is refused by name.
 config parse_url(std::string_view url);
 
 /// As above, without throwing: on failure sets `ec` to error::invalid_url and,

@@ -46,12 +46,14 @@ struct sentinel_config {
   std::string describe() const;
 };
 
-/// Parses `redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#master-name`,
+/// Parses `redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db][?query]#master-name`,
 /// the form Lettuce established: one or more sentinels (26379 when a port
 /// is not given; IPv6 hosts in brackets), the master's database, and the
-/// master's name after '#' (required; percent-encoded if it holds '%').
+/// master's name after '#' (required; percent-encoded if it holds '%' or
+/// '?'). The query may set replica acknowledgement (`acknowledge=`,
+/// `acknowledge_timeout=`: see replica_ack; unset, the backend's default).
 /// `rediss-sentinel://...[/db][?query]#master-name` is the same over TLS,
-/// to the sentinels and to the master alike, with rediss://'s query.
+/// to the sentinels and to the master alike, with rediss://'s query too.
 /// The user and password are the master's (and its replicas'); Sentinel's
 /// own are set in the settings (sentinel_user, sentinel_password). Throws
 /// std::system_error with error::invalid_url and a message that names the

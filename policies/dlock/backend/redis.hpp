@@ -186,7 +186,7 @@ class RedisBackend {
   /// under replica_ack::all, and under replica_ack::if_any once the master
   /// has listed one);
   /// -1 before any ROLE reply was read, and when acknowledgement is off.
-  int replicas_wanted() const noexcept;
+  int replicas_wanted() const;
   /// How many lanes the asynchronous path may open.
   static constexpr std::size_t max_acknowledgement_lanes = 8;
   /// The lanes open now (for tests and benchmarks).
@@ -314,10 +314,10 @@ class RedisBackend {
 
   redis::connection* take_lane();
   void lane_done(redis::connection* lane);
-  void note_replicas(int reported) noexcept {
-    if (reported >= 0) reported_replicas_.store(reported, std::memory_order_relaxed);
-    if (reported > 0) seen_replicas_.store(true, std::memory_order_relaxed);
-  }
+  void note_replicas(int reported);
+  // The master as far as this backend knows: its address source's last
+  // answer, or the settings' address.
+  std::optional<redis::address> current_master() const;
   const redis::replica_ack& ack_settings() const noexcept { return *settings().acknowledge; }
 
   // The request body of an acknowledged exec: as given.
@@ -395,7 +395,8 @@ class RedisBackend {
   };
 
   std::atomic<int> reported_replicas_{-1};  // ROLE's count of replicas, last read
-  std::atomic<bool> seen_replicas_{false};  // this master has listed a replica (replica_ack::if_any)
+  mutable std::mutex seen_mutex_;
+  std::optional<redis::address> seen_at_;  // the master that listed a replica (replica_ack::if_any)
   mutable std::mutex lanes_mutex_;
   struct lane {
     std::unique_ptr<redis::connection> conn;
