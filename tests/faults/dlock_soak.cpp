@@ -191,17 +191,20 @@ struct round_result {
   std::size_t overlaps = 0;
   int unfinished = 0;
   int keys_without_expiry = 0;
-  std::map<std::string, int> errors;  // by code
+  std::map<std::string, int> errors;  // by message
   std::string fault;
   bool caught_a_hold = false;  // a kill or pause struck a worker inside a hold
 };
 
-// The code word of an "error <lock> <worker> <code> ..." line.
+// What an "error <lock> <worker> <code> <message>" line says: its message
+// (the error's words), up to its first '(' (a server's own words follow).
 std::string code_of(const std::string& line) {
   std::istringstream words(line);
-  std::string kind, lock, worker, code;
+  std::string kind, lock, worker, code, message;
   words >> kind >> lock >> worker >> code;
-  return code;
+  std::getline(words >> std::ws, message);
+  message = message.substr(0, message.find(" ("));
+  return "\"" + message + "\"";
 }
 
 // Whether the log at `path` ends inside a hold (its last line is "took").
