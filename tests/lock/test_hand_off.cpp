@@ -6,8 +6,12 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -138,6 +142,52 @@ TEST_CASE("hand-off: a grant to a waiter killed right after it passes on when it
   // next refresh (or its own try when the lease could end) found the lock
   // free and handed it on.
   CHECK(std::chrono::steady_clock::now() - t0 < scaled(5s));
+}
+
+// Whether process `pid` is stopped (state T in /proc/<pid>/stat), within 5 s.
+bool stopped(pid_t pid) {
+  return dlock::test::wait_until([pid] {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    auto close = all.rfind(')');
+    return close != std::string::npos && close + 2 < all.size() && all[close + 2] == 'T';
+  }, scaled(5s));
+}
+
+TEST_CASE("hand-off: a waiter stopped past its grant's lease does not take the lapsed grant", "[lock][queue]") {
+  // Found by dlock-soak: a waiter stopped (SIGSTOP) in the line is granted
+  // the lock, the grant lapses and another client takes it; when the
+  // waiter resumes, the grant message in its socket must not become a hold
+  // (it had no lease left, and the key is another's by then).
+  dlock::test::private_redis redis;
+  const std::string name = "granted-while-stopped";
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  const auto lease = scaled(1000ms);
+  dlock::test::child_process waiter(dlock::test::worker_path(),
+                                    {"pause-hold", redis.server.url(), "queue/fixed/handoff", name,
+                                     std::to_string(lease.count())},
+                                    true);
+  REQUIRE(line_reaches(redis.backend, name, 1));
+  ::kill(waiter.pid(), SIGSTOP);
+  REQUIRE(stopped(waiter.pid()));
+  holder.unlock();  // granted to the stopped waiter, with its lease
+  auto other = redis.another_backend();
+  QueueLock next(other, name, {}, r::FixedLease{scaled(30s)});
+  REQUIRE(dlock::test::wait_until([&] { return next.try_lock(); }, lease * 5));  // once the grant lapsed
+  ::kill(waiter.pid(), SIGCONT);
+  const auto early = waiter.read_line(scaled(1500ms));
+  INFO("the resumed waiter said: " << early);
+  CHECK(early.empty());  // it waits on: the lock is next's
+  next.unlock();
+  const auto got = early.empty() ? waiter.read_line(scaled(10s)) : early;
+  REQUIRE(got.rfind("acquired ", 0) == 0);
+  REQUIRE(waiter.write("go\n"));
+  bool complete = false;
+  const auto rest = waiter.read_rest(scaled(10s), complete);
+  INFO("then: " << rest);
+  CHECK(rest.find("release ok\n") != std::string::npos);
+  CHECK(rest.find("remaining 0\n") == std::string::npos);
 }
 
 TEST_CASE("hand-off: a release racing a waiter's timeout never grants to a waiter that left", "[lock][queue]") {

@@ -143,13 +143,19 @@ struct HandOff {
     /// last moment the waiter was known to be queued. A message about
     /// another place (a grant that lapsed before this waiter joined again)
     /// only makes the next wait return at once, so that a try asks the key.
+    /// So does a grant whose lease, counted from that moment, has no time
+    /// left (a waiter stopped or starved since): the grant may have lapsed
+    /// and the lock gone to another; the try finds out from the key.
     template <class O, class Rec>
     bool granted(const O&, Rec& rec) {
       if (!state_ || !std::exchange(state_->granted, false)) return false;
       if (rec.state.place != 0 && state_->grant_place == rec.state.place) {
-        rec.confirm(rec.state.queued_since());
-        rec.state.reset();
-        return true;
+        const auto since = rec.state.queued_since();
+        if (since + rec.lease - rec.margin > ext::steady::now()) {
+          rec.confirm(since);
+          rec.state.reset();
+          return true;
+        }
       }
       state_->check = true;
       return false;
