@@ -71,15 +71,14 @@ class RedisBackend;  // declared only: <dlock/dlock.hpp> (or backend/redis.hpp) 
 /// std::logic_error there; unlock and Hold::release send nothing and report
 /// would_deadlock (unlock() through the error handler).
 /// Thread safety: a Lock may be used from many threads at once; it must
-/// outlive its holds and its pending operations. Each owner's acquire tries
-/// and releases take turns (a per-owner gate), so that its hold count in
-/// Redis and here change in the same order even when one owner id is used
-/// from several coroutines or threads at once.
+/// outlive its holds and its blocking calls (async ones: see ~Lock). Each
+/// owner's acquire tries and releases take turns (a per-owner gate), so its
+/// hold count in Redis and here change in the same order even when one
+/// owner id is used from several coroutines or threads at once.
 template <class BackendT = RedisBackend, class OwnershipT = ownership::ReentrantHash,
           class RenewalT = renewal::Watchdog, class WaitT = wait::PubSub>
 class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>, detail::shares<OwnershipT>()> {
-  // What a quorum backend cannot do: first, since on one the checks of the
-  // adapter below would otherwise fail first, for the same reason.
+  // What a quorum backend cannot do: first, else the adapter's checks below fail first.
   static_assert(detail::quorum_checks<BackendT, OwnershipT, RenewalT, WaitT>::ok);
   // What runs for the ownership on this backend: a quorum backend's adapter
   // around it (ownership::Quorum on RedlockBackend), or the ownership itself.
@@ -105,10 +104,11 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
   Lock(BackendT& backend, std::string name, OwnershipT ownership = {}, RenewalT renewal = {},
        WaitT wait = {});
 
-  /// Releases whatever this lock object still holds (the std interface's
-  /// holds; holds must not outlive their lock). Waits for releases that
-  /// destroyed holds sent in the background. On the backend's own thread it
-  /// cannot wait: renewal stops and the holds lapse with their leases.
+  /// Ends its async acquires in flight as a terminal cancellation would and
+  /// waits for them and its async releases, then releases what it still
+  /// holds (holds must not outlive their lock) and waits for destroyed
+  /// holds' releases. On the backend's own thread it cannot wait: nothing may
+  /// be in flight there; renewal stops and the holds lapse with their leases.
   ~Lock();
 
   Lock(const Lock&) = delete;
@@ -260,8 +260,7 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
     return initiate_release(this, hold, std::forward<CompletionToken>(token));
   }
 
-  /// Where failures that cannot throw go (unlock(), ~Hold, ~Lock). The
-  /// default prints one line to stderr.
+  /// Where failures that cannot throw go (unlock(), ~Hold, ~Lock); by default, one line on stderr.
   void set_error_handler(std::function<void(std::error_code, const std::string& what)> handler) {
     std::lock_guard g(mutex_);
     error_handler_ = std::move(handler);
@@ -388,9 +387,9 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
   template <class CompletionToken>
   auto async_acquire_until_steady(std::string owner_id, detail::steady::time_point deadline, CompletionToken&& token,
                                   bool shared = false) {
-    return detail::spawn<hold_type>(asio::make_strand(backend_.get_executor()),
-                                    acquire_hold(std::move(owner_id), deadline, shared),
-                                    std::forward<CompletionToken>(token));
+    return detail::spawn_tracked<hold_type>(inflight_, asio::make_strand(backend_.get_executor()),
+                                            acquire_hold(std::move(owner_id), deadline, shared),
+                                            std::forward<CompletionToken>(token));
   }
 
   // ---- blocking glue --------------------------------------------------------
@@ -437,9 +436,10 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<owner_entry>> owners_;  // by owner key
   std::function<void(std::error_code, const std::string&)> error_handler_;
-  // Releases sent by destroyed holds and waiters' retried leaves: ~Lock
-  // waits for them.
+  // ~Lock waits for these: releases sent by destroyed holds and waiters'
+  // retried leaves; the async operations in flight.
   detail::background_work background_{[this](std::error_code ec, const std::string& what) { report(ec, what); }};
+  detail::inflight_ops inflight_;
 };
 
 }  // namespace dlock

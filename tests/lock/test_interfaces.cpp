@@ -8,6 +8,8 @@
 #include <future>
 #include <thread>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -309,4 +311,57 @@ TEST_CASE("std::scoped_lock over four ownerships: two processes in opposite orde
   CHECK(crowd.history.size() == 2 * 2 * 20);
   CHECK(crowd.history.overlaps().empty());
   CHECK(redis.server.command({"EXISTS", "many:a", "many:b", "many:c", "many:d"}) == "0");
+}
+
+// Destroying a lock object ends its async waits in flight (as a
+// cancellation would) and waits for them, its async releases too; a handler
+// may destroy the lock object it came from, on the backend's thread or on
+// its own.
+TEST_CASE("a lock object destroyed with async operations in flight ends them first", "[interfaces][cancel]") {
+  private_redis redis;
+  using L = dlock::Lock<dlock::RedisBackend, o::ReentrantHash, r::Watchdog, w::PubSub>;
+  L holder(redis.backend, "api:inflight", {}, r::Watchdog{scaled(2s)});
+  auto held = holder.async_acquire("holder", boost::asio::use_future).get();
+
+  SECTION("a wait ends with operation_aborted before ~Lock returns") {
+    auto lock = std::make_unique<L>(redis.backend, "api:inflight", L::ownership_type{}, r::Watchdog{scaled(2s)});
+    std::promise<dlock::error_code> done;
+    lock->async_acquire("waiter", [&](dlock::error_code ec, L::hold_type h) {
+      CHECK_FALSE(h);
+      done.set_value(ec);
+    });
+    std::this_thread::sleep_for(scaled(50ms));  // it waits now
+    lock.reset();
+    auto f = done.get_future();
+    REQUIRE(f.wait_for(0s) == std::future_status::ready);
+    CHECK(f.get() == boost::asio::error::operation_aborted);
+  }
+  SECTION("a handler on the backend's thread destroys its own lock object") {
+    auto lock = std::make_unique<L>(redis.backend, "api:inflight", L::ownership_type{}, r::Watchdog{scaled(2s)});
+    std::atomic<int> reports{0};
+    lock->set_error_handler([&](std::error_code, const std::string&) { ++reports; });
+    std::promise<void> done;
+    lock->async_try_acquire_for("once", 0ms, [&](dlock::error_code ec, L::hold_type) {
+      CHECK(ec == dlock::error::not_acquired);
+      CHECK(redis.backend.on_io_thread());
+      lock.reset();  // nothing else in flight: nothing to report
+      done.set_value();
+    });
+    REQUIRE(done.get_future().wait_for(scaled(5s)) == std::future_status::ready);
+    CHECK(reports == 0);
+  }
+  SECTION("a handler on the caller's own context destroys its own lock object") {
+    auto lock = std::make_unique<L>(redis.backend, "api:inflight", L::ownership_type{}, r::Watchdog{scaled(2s)});
+    boost::asio::io_context mine;
+    bool ran = false;
+    lock->async_try_acquire_for("once", 0ms,
+                                boost::asio::bind_executor(mine, [&](dlock::error_code ec, L::hold_type) {
+                                  CHECK(ec == dlock::error::not_acquired);
+                                  lock.reset();  // waits for nothing but this very operation
+                                  ran = true;
+                                }));
+    mine.run_for(scaled(5s));  // would hang if ~Lock waited for its own handler
+    CHECK(ran);
+  }
+  held.release();
 }

@@ -103,7 +103,13 @@ Lock<BackendT, OwnershipT, RenewalT, WaitT>::Lock(BackendT& backend, std::string
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 Lock<BackendT, OwnershipT, RenewalT, WaitT>::~Lock() {
   bool can_wait = !backend_.on_io_thread();
-  if (can_wait) background_.wait_idle();
+  const auto in_flight = inflight_.cancel_all();
+  if (can_wait) {
+    inflight_.wait_idle();
+    background_.wait_idle();
+  } else if (in_flight > 0) {
+    report(make_error_code(error::would_deadlock), "~Lock on the backend's own thread with operations in flight");
+  }
   std::vector<std::pair<std::string, std::shared_ptr<owner_entry>>> left;
   {
     std::lock_guard g(mutex_);
@@ -412,7 +418,6 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_hold(std::string owner
   co_return std::tuple<error_code, hold_type>{error_code{}, hold_type(this, std::move(key), true, std::move(r.rec))};
 }
 
-
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 void Lock<BackendT, OwnershipT, RenewalT, WaitT>::report(std::error_code ec, const std::string& what,
                                                          const std::string& server_reply) noexcept {
@@ -441,6 +446,5 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::make_record(const std::string&
   rec->margin = renewal_.margin();
   return rec;
 }
-
 
 }  // namespace dlock

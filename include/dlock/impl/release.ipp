@@ -102,8 +102,8 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::initiate_release(Lock* lock, h
         },
         token);
   }
-  return detail::spawn<>(asio::make_strand(lock->backend_.get_executor()), lock->release_hold(hold),
-                         std::forward<CompletionToken>(token));
+  return detail::spawn_tracked<>(lock->inflight_, asio::make_strand(lock->backend_.get_executor()),
+                                 lock->release_hold(hold), std::forward<CompletionToken>(token));
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
