@@ -105,10 +105,10 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
        WaitT wait = {});
 
   /// Ends its async acquires in flight as a terminal cancellation would and
-  /// waits for them and its async releases, then releases what it still
-  /// holds (holds must not outlive their lock) and waits for destroyed
-  /// holds' releases. On the backend's own thread it cannot wait: nothing may
-  /// be in flight there; renewal stops and the holds lapse with their leases.
+  /// waits for them and its async releases (for an acquire that had just
+  /// won, until its handler returns), then releases what it still holds and
+  /// waits for destroyed holds' releases. On the backend's own thread it
+  /// cannot wait: nothing may be in flight there; its holds lapse.
   ~Lock();
 
   Lock(const Lock&) = delete;

@@ -62,14 +62,16 @@ auto spawn(Executor ex, asio::awaitable<std::tuple<redis::error_code, T...>> op,
 
 /// The async operations a lock object has in flight. Each registers how it
 /// is cancelled; ~Lock cancels them all (terminal: a wait ends with
-/// operation_aborted, a release ignores it) and waits until every one has
-/// completed, so that none runs on after its lock object is gone.
+/// operation_aborted, a release ignores it) and waits until none runs on
+/// the lock any more: an operation leaves when its coroutine ends, or, if
+/// it hands the caller a hold (which refers to the lock), once the
+/// caller's handler has returned.
 class inflight_ops {
  public:
   inflight_ops() = default;
   // A handler that destroys its lock object: its operation's end is not told.
   ~inflight_ops() {
-    if (handler_running() == this) handler_running() = nullptr;
+    if (running().ops == this) running() = {};
   }
   inflight_ops(const inflight_ops&) = delete;
   inflight_ops& operator=(const inflight_ops&) = delete;
@@ -80,100 +82,147 @@ class inflight_ops {
     ops_.emplace(++next_, std::move(cancel));
     return next_;
   }
-  /// The operation has completed and its handler has returned.
+  /// The operation no longer uses the lock (once per operation).
   void end(std::uint64_t id) {
     std::lock_guard g(m_);
     ops_.erase(id);
-    if (ops_.size() <= 1) idle_.notify_all();  // wait_idle may wait for its own handler's alone
+    idle_.notify_all();
   }
   /// Cancels every operation in flight; how many there were, but the one
   /// whose handler this thread is running.
   std::size_t cancel_all() {
     std::vector<std::function<void()>> cancels;
+    std::size_t mine = 0;
     {
       std::lock_guard g(m_);
       for (auto& [id, cancel] : ops_) cancels.push_back(cancel);
+      mine = own_locked();
     }
     for (auto& c : cancels) c();
-    return cancels.size() - (handler_running() == this && !cancels.empty() ? 1 : 0);
+    return cancels.size() - mine;
   }
   /// Blocks until no operation is in flight, but the one whose handler
   /// this thread is running (a handler may destroy the lock object).
   void wait_idle() {
-    const std::size_t mine = handler_running() == this ? 1 : 0;
     std::unique_lock g(m_);
-    idle_.wait(g, [&] { return ops_.size() <= mine; });
+    idle_.wait(g, [&] { return ops_.size() <= own_locked(); });
   }
 
-  /// The register whose operation's handler this thread is running, if any.
-  static inflight_ops*& handler_running() {
-    thread_local inflight_ops* ops = nullptr;
-    return ops;
+  /// The operation whose handler this thread is running, if any.
+  struct frame {
+    inflight_ops* ops = nullptr;
+    std::uint64_t id = 0;
+  };
+  static frame& running() {
+    thread_local frame f;
+    return f;
   }
 
  private:
+  std::size_t own_locked() const { return running().ops == this && ops_.count(running().id) ? 1 : 0; }
+
   std::mutex m_;
   std::condition_variable idle_;
   std::map<std::uint64_t, std::function<void()>> ops_;
   std::uint64_t next_ = 0;
 };
 
+// What a tracked operation shares between its coroutine and its handler:
+// whether it has left its register (then the handler must not touch it).
+struct tracked_state {
+  inflight_ops* ops;
+  std::uint64_t id;
+  std::shared_ptr<asio::cancellation_signal> signal = std::make_shared<asio::cancellation_signal>();
+  bool ended = false;  // set on the operation's strand, read by its handler after
+};
+
 // The completion handler of a tracked operation: the coroutine listens to
-// `signal` (which the caller's own cancellation slot feeds, and ~Lock
-// emits on); the operation leaves `ops` once the caller's handler has
-// returned, since a handler may still use the lock (a hold it was given).
+// the state's signal (which the caller's own cancellation slot feeds, and
+// ~Lock emits on). An operation that hands its caller a value (a hold)
+// leaves its register only once the handler has returned.
 template <class Handler, class Executor, class... T>
 struct tracked_completion {
   Handler handler;
   Executor fallback;
-  std::shared_ptr<asio::cancellation_signal> signal;
-  inflight_ops* ops;
-  std::uint64_t id;
+  std::shared_ptr<tracked_state> state;
 
   using executor_type = asio::associated_executor_t<Handler, Executor>;
   executor_type get_executor() const noexcept { return asio::get_associated_executor(handler, fallback); }
 
   using cancellation_slot_type = asio::cancellation_slot;
-  cancellation_slot_type get_cancellation_slot() const noexcept { return signal->slot(); }
+  cancellation_slot_type get_cancellation_slot() const noexcept { return state->signal->slot(); }
 
   void operator()(std::exception_ptr e, std::tuple<redis::error_code, T...> result) {
     auto caller_slot = asio::get_associated_cancellation_slot(handler);
     if (caller_slot.is_connected()) caller_slot.clear();
-    auto& running = inflight_ops::handler_running();
-    auto* outer = std::exchange(running, ops);
+    auto& running = inflight_ops::running();
+    const auto outer = running;
+    if (!state->ended) running = {state->ops, state->id};
     struct leave {
-      inflight_ops*& running;
-      inflight_ops* outer;
-      inflight_ops* ops;
-      std::uint64_t id;
+      inflight_ops::frame& running;
+      inflight_ops::frame outer;
+      tracked_state& state;
       ~leave() {
-        if (running == ops) ops->end(id);  // else the handler destroyed the lock object
+        // Unless it ended already, or the handler destroyed the lock object.
+        if (!state.ended && running.ops == state.ops) state.ops->end(state.id);
         running = outer;
       }
-    } on_exit{running, outer, ops, id};
+    } on_exit{running, outer, *state};
     if (e) std::rethrow_exception(e);  // the coroutines report errors as values; this is a bug
     std::apply(std::move(handler), std::move(result));
   }
 };
 
-/// As spawn, registered in `ops` for as long as `op` runs: cancelled by the
-/// caller's cancellation slot, as spawn's are, and by ops.cancel_all().
-/// `ex` must be a strand: a cancellation from cancel_all() is emitted there.
+// Runs `op`, then leaves the register unless the caller is handed a value
+// (a hold, which refers to the lock: the handler leaves after using it);
+// leaves too if the coroutine is destroyed before it ends.
+template <class... T>
+asio::awaitable<std::tuple<redis::error_code, T...>> run_tracked(
+    std::shared_ptr<tracked_state> state, asio::awaitable<std::tuple<redis::error_code, T...>> op) {
+  struct guard {
+    tracked_state& s;
+    bool handed = false;  // the handler leaves
+    ~guard() {
+      if (!handed && !s.ended) {
+        s.ended = true;
+        s.ops->end(s.id);
+      }
+    }
+  } g{*state};
+  auto result = co_await std::move(op);
+  g.handed = sizeof...(T) > 0 && !std::get<0>(result);
+  if (!g.handed) {
+    state->ended = true;
+    state->ops->end(state->id);  // the lock object may be gone from here on
+  }
+  co_return result;
+}
+
+/// As spawn, registered in `ops` while it uses the lock (see inflight_ops):
+/// cancelled by the caller's cancellation slot, as spawn's are, and by
+/// ops.cancel_all(). `ex` must be a strand: every cancellation is emitted
+/// there.
 template <class... T, class Executor, class CompletionToken>
 auto spawn_tracked(inflight_ops& ops, Executor ex, asio::awaitable<std::tuple<redis::error_code, T...>> op,
                    CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(redis::error_code, T...)>(
       [ex, &ops](auto handler, asio::awaitable<std::tuple<redis::error_code, T...>> a) {
         using handler_t = std::decay_t<decltype(handler)>;
-        auto signal = std::make_shared<asio::cancellation_signal>();
+        auto state = std::make_shared<tracked_state>(tracked_state{&ops, 0});
+        auto emit_on_strand = [ex, signal = state->signal](asio::cancellation_type t) {
+          asio::post(ex, [signal, t] { signal->emit(t); });
+        };
+        state->id = ops.begin([emit_on_strand] { emit_on_strand(asio::cancellation_type::terminal); });
         auto caller_slot = asio::get_associated_cancellation_slot(handler);
-        if (caller_slot.is_connected())
-          caller_slot.assign([signal](asio::cancellation_type t) { signal->emit(t); });
-        auto id = ops.begin([ex, signal] {
-          asio::post(ex, [signal] { signal->emit(asio::cancellation_type::terminal); });
-        });
-        asio::co_spawn(ex, std::move(a),
-                       tracked_completion<handler_t, Executor, T...>{std::move(handler), ex, signal, &ops, id});
+        if (caller_slot.is_connected()) caller_slot.assign(emit_on_strand);
+        try {
+          asio::co_spawn(ex, run_tracked<T...>(state, std::move(a)),
+                         tracked_completion<handler_t, Executor, T...>{std::move(handler), ex, state});
+        } catch (...) {
+          if (caller_slot.is_connected()) caller_slot.clear();
+          ops.end(state->id);
+          throw;
+        }
       },
       token, std::move(op));
 }
