@@ -105,10 +105,11 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
        WaitT wait = {});
 
   /// Ends its async acquires in flight as a terminal cancellation would and
-  /// waits for them and its async releases (for an acquire that had just
-  /// won, until its handler returns), then releases what it still holds and
-  /// waits for destroyed holds' releases. On the backend's own thread it
-  /// cannot wait: nothing may be in flight there; its holds lapse.
+  /// waits until they and its async releases no longer use it: an acquire
+  /// that had just won, until its handler returns (so do not destroy a lock
+  /// on the thread that must run such a handler). Then releases what it
+  /// holds and waits for destroyed holds' releases. On the backend's own
+  /// thread it cannot wait: nothing may be in flight there; holds lapse.
   ~Lock();
 
   Lock(const Lock&) = delete;
@@ -271,9 +272,8 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
   /// The hold count this lock object has for the calling thread.
   int held_by_this_thread() const { return held_count(thread_owner()); }
 
-  /// The calling thread's owner id: its number in this process. A
-  /// ReentrantHash field is `<client id>:<thread number>`, as Redisson's
-  /// `<client id>:<thread id>`.
+  /// The calling thread's owner id: its number in this process (a ReentrantHash
+  /// field is `<client id>:<thread number>`, as Redisson's `<client id>:<thread id>`).
   static std::string thread_owner() { return std::to_string(detail::this_thread_number()); }
 
   /// How the lock keys an owner: a thread's number, or "async:" + the id

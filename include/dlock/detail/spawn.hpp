@@ -214,8 +214,8 @@ auto spawn_tracked(inflight_ops& ops, Executor ex, asio::awaitable<std::tuple<re
         };
         state->id = ops.begin([emit_on_strand] { emit_on_strand(asio::cancellation_type::terminal); });
         auto caller_slot = asio::get_associated_cancellation_slot(handler);
-        if (caller_slot.is_connected()) caller_slot.assign(emit_on_strand);
         try {
+          if (caller_slot.is_connected()) caller_slot.assign(emit_on_strand);
           asio::co_spawn(ex, run_tracked<T...>(state, std::move(a)),
                          tracked_completion<handler_t, Executor, T...>{std::move(handler), ex, state});
         } catch (...) {
