@@ -218,8 +218,12 @@ template <class F>
 std::string keys_without_expiry(F& f) {
   std::string out;
   std::istringstream lines(keys_left(f));
-  for (std::string line; std::getline(lines, line);)
-    if (line.ends_with(" -1")) out += line.substr(0, line.size() - 3) + "\n";
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);  // "<key> <PTTL>", and a FIFO entry's state after
+    std::string key;
+    long long pttl = 0;
+    if (words >> key >> pttl && pttl == -1) out += key + "\n";
+  }
   return out;
 }
 
