@@ -84,10 +84,12 @@ inline bool flush(sentinel_deployment& d) {
   return true;
 }
 
-/// The shared Sentinel deployment, emptied, behind a SentinelBackend.
-struct sentinel_servers {
+/// A Sentinel deployment (by default the shared one), emptied, behind a
+/// SentinelBackend.
+template <sentinel_deployment& (*Deployment)() = shared_sentinel>
+struct basic_sentinel_servers {
   using backend_type = SentinelBackend;
-  sentinel_deployment& deployment = shared_sentinel();
+  sentinel_deployment& deployment = Deployment();
   SentinelBackend backend{(flush(deployment), deployment.url())};
 
   std::string worker_spec() const { return deployment.url(); }
@@ -98,6 +100,7 @@ struct sentinel_servers {
   RedisBackend& plain(std::string_view) { return backend; }
   std::unique_ptr<SentinelBackend> another() const { return std::make_unique<SentinelBackend>(deployment.url()); }
 };
+using sentinel_servers = basic_sentinel_servers<>;
 
 /// As sentinel_servers (the same shared deployment), with replica acknowledgement on (every replica,
 /// within 2 s): the locks of combinations::acknowledgeable. Its worker

@@ -17,6 +17,7 @@
 #include <list>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -89,13 +90,19 @@ void earliest(std::optional<steady::time_point>& next, const flow& f, steady::ti
 struct pace {
   std::chrono::milliseconds delay{0};    // each chunk, after it was read
   std::chrono::milliseconds trickle{0};  // between single bytes; zero: whole chunks
+  std::chrono::milliseconds jitter{0};   // each chunk a further random 0..jitter
 };
 
-// Reads once from `fd` into `f`; false when the connection is broken.
-bool read_into(int fd, flow& f, pace p, std::vector<char>& buf) {
+// Reads once from `fd` into `f`; false when the connection is broken. A
+// chunk is never due before the one read ahead of it: jitter varies the
+// wait, the stream keeps its order.
+bool read_into(int fd, flow& f, pace p, std::vector<char>& buf, std::minstd_rand& random) {
   ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   auto due = steady::now() + p.delay;
+  if (p.jitter.count() > 0)
+    due = std::max(due + std::chrono::milliseconds(std::uniform_int_distribution<long long>(0, p.jitter.count())(random)),
+                   f.last_due);
   if (n == 0) {
     f.eof = true;
     f.eof_due = std::max(due, f.last_due);
@@ -141,6 +148,7 @@ bool flush(int fd, flow& f, steady::time_point now) {
 struct fault_proxy::state : detail::loopback_service {
   std::uint16_t target = 0;
   std::vector<char> buf = std::vector<char>(read_size);  // loop thread only
+  std::minstd_rand random{std::random_device{}()};       // loop thread only: jitter
 
   // Everything below is guarded by `m`. The loop holds it except while it
   // sits in poll(), so a setting changed by the test thread is seen before
@@ -286,9 +294,9 @@ void fault_proxy::state::run() {
       // loop waited holds even for bytes that arrived in the meantime.
       constexpr short readable = POLLIN | POLLHUP | POLLERR;
       if ((client_ready & readable) && can_read(c.up, stalled_up))
-        c.dead = !read_into(c.client.get(), c.up, pace_up, buf);
+        c.dead = !read_into(c.client.get(), c.up, pace_up, buf, random);
       if (!c.dead && (server_ready & readable) && can_read(c.down, stalled_down))
-        c.dead = !read_into(c.server.get(), c.down, pace_down, buf);
+        c.dead = !read_into(c.server.get(), c.down, pace_down, buf, random);
     }
     if (fds[1].revents) accept_all();
   }
@@ -319,6 +327,10 @@ void fault_proxy::resume() {
 }
 
 void fault_proxy::delay(std::chrono::milliseconds d, direction dir) { state_->set_pace(&pace::delay, d, dir); }
+
+void fault_proxy::jitter(std::chrono::milliseconds spread, direction dir) {
+  state_->set_pace(&pace::jitter, spread, dir);
+}
 
 void fault_proxy::trickle(std::chrono::milliseconds every, direction dir) {
   state_->set_pace(&pace::trickle, every, dir);

@@ -44,6 +44,11 @@ class fault_proxy {
   /// waits per direction (then the sender is pushed back), so a delayed
   /// direction also carries at most 1 MiB per `d`.
   void delay(std::chrono::milliseconds d, direction dir = direction::both);
+  /// Every chunk read from now on in `dir` waits a further random time,
+  /// uniform in [0, spread], after the delay (latency jitter); order is
+  /// kept, so a chunk never leaves before the one read ahead of it. Zero
+  /// turns it off.
+  void jitter(std::chrono::milliseconds spread, direction dir = direction::both);
   /// Every chunk read from now on in `dir` is forwarded a byte at a time,
   /// one byte every `every` (after the delay, if any): a peer that trickles
   /// its bytes. Zero turns it off.

@@ -397,6 +397,39 @@ TEST_CASE("a delayed proxy forwards late", "[proxy]") {
   CHECK(c.read_bytes(7) == "+PONG\r\n");
 }
 
+TEST_CASE("a jittery proxy varies each chunk's wait and keeps the order", "[proxy]") {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  raw_client c(proxy.port());
+  proxy.jitter(60ms, fault_proxy::direction::to_client);
+  // One command at a time: each round trip draws its own wait in [0, 60] ms.
+  std::vector<std::chrono::steady_clock::duration> trips;
+  for (int i = 0; i < 30; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    c.send(ping);
+    REQUIRE(c.read_bytes(7) == "+PONG\r\n");
+    trips.push_back(std::chrono::steady_clock::now() - start);
+  }
+  auto [low, high] = std::minmax_element(trips.begin(), trips.end());
+  // 30 draws all under 15 ms has odds of about (15/61)^30; without jitter
+  // a loopback round trip is well under 1 ms.
+  CHECK(*high >= 15ms);
+  CHECK(*high - *low >= 10ms);
+  // Commands in separate chunks, sent faster than their waits: each reply
+  // is held its own random time, yet they arrive in order.
+  std::string expected;
+  for (int i = 0; i < 20; ++i) {
+    auto word = "reply" + std::to_string(100 + i);
+    c.send(resp({"ECHO", word}));
+    expected += "$8\r\n" + word + "\r\n";
+    std::this_thread::sleep_for(2ms);
+  }
+  CHECK(c.read_bytes(expected.size()) == expected);
+  proxy.jitter(0ms);
+  c.send(ping);
+  CHECK(c.read_bytes(7) == "+PONG\r\n");
+}
+
 TEST_CASE("a cut resets every connection, and new ones work", "[proxy]") {
   redis_server server;
   fault_proxy proxy(server.port());
