@@ -36,7 +36,8 @@ namespace dlock::ownership {
 ///   error::no_quorum, naming the nodes that did not (the lock's wait
 ///   votes again, for at most a lease: see Lock::acquire); when the give-back
 ///   could not confirm that a majority is free of this try, with
-///   outcome_unknown (resolve() then asks every node);
+///   outcome_unknown (resolve() then asks every node, once they are
+///   connected again, waiting up to the reply timeout);
 /// - **release**: O's release on every node: released (or still held, for
 ///   a reentrant count) when a majority says so, lease_lost when a majority
 ///   found the hold gone, else outcome_unknown (a retry asks again, as O's
@@ -179,11 +180,13 @@ class Quorum : public quorum_parts::batching<O> {
   }
 
   /// After a try whose outcome was unknown: whether a majority holds this
-  /// try's win (O's resolve on every node); outcome_unknown while too few
-  /// answered to tell.
+  /// try's win (O's resolve on every node, once they are connected: it
+  /// waits up to the reply timeout for connections that the lost replies
+  /// broke); outcome_unknown while too few answered to tell.
   template <class B>
   asio::awaitable<std::pair<error_code, bool>> resolve(B& backend, const record& rec) const {
     const std::size_t n = backend.node_count(), need = ext::majority_of(n);
+    co_await quorum_parts::all_up(backend, ext::steady::now() + backend.reply_timeout());
     auto got = co_await each<bool>(backend, rec, ext::steady::now() + backend.reply_timeout(), nullptr,
                                    [](auto o, auto* node, auto slot, auto r) {
                                      return quorum_parts::node_resolve(std::move(o), node, std::move(slot), std::move(r));

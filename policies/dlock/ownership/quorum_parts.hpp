@@ -183,6 +183,23 @@ asio::awaitable<std::pair<error_code, bool>> node_resolve(std::shared_ptr<const 
   if (!out.first) slot->set_verdict(rec->attempt_id, out.second);
   co_return out;
 }
+/// Waits until every node's connection is up, or `deadline` (polled every
+/// 5 ms; a cancellation ends the wait). A reply lost with its connection
+/// leaves the nodes reconnecting just when resolve would ask them, a node
+/// that is down is not asked, and any node may hold part of the win (a
+/// majority that came back first may miss it).
+template <class B>
+asio::awaitable<void> all_up(B& backend, ext::steady::time_point deadline) {
+  const std::size_t n = backend.node_count();
+  for (;;) {
+    std::size_t up = 0;
+    for (std::size_t i = 0; i < n; ++i) up += backend.node_available(i) ? 1 : 0;
+    const auto now = ext::steady::now();
+    if (up == n || now >= deadline) co_return;
+    if (co_await ext::sleep_until(std::min(deadline, now + milliseconds(5)))) co_return;
+  }
+}
+
 /// A node known to be down is not asked: its vote is lost at once.
 template <class T>
 asio::awaitable<std::pair<error_code, T>> not_asked() {
