@@ -119,16 +119,22 @@ return out
   return out;
 }
 
-/// The time to live of the lock's own key (its name: every ownership's
-/// first key) that the servers' majority has at the least: on one server
-/// its PTTL, on three nodes the second longest (the hold lasts while a
-/// majority has it). -2: no majority has the key.
+/// The moment (monotonic_ns) before which the lock's own key (its name:
+/// every ownership's first key) cannot expire on a majority of the
+/// servers: on each, the time its PTTL was asked plus that PTTL (the
+/// servers are read one after another, each read taking a while on a
+/// loaded machine), and of those the second latest of three (the hold
+/// lasts while a majority has it); 0 when no majority has the key.
 template <class F>
-long long majority_pttl(F& f, const std::string& name) {
-  std::vector<long long> ttls;
-  for (auto* s : servers_of(f)) ttls.push_back(std::stoll(s->command({"PTTL", name})));
-  std::sort(ttls.rbegin(), ttls.rend());
-  return ttls[ttls.size() / 2];
+std::int64_t majority_expiry(F& f, const std::string& name) {
+  std::vector<std::int64_t> ends;
+  for (auto* s : servers_of(f)) {
+    const auto asked = monotonic_ns();
+    const long long ttl = std::stoll(s->command({"PTTL", name}));
+    ends.push_back(ttl < 0 ? 0 : asked + ttl * 1000000);
+  }
+  std::sort(ends.rbegin(), ends.rend());
+  return ends[ends.size() / 2];
 }
 
 /// Whether every server holds a key of the lock `name`.
@@ -445,12 +451,12 @@ void latency_scenario() {
           // a key read at `sent` with `ttl` left ends no sooner than sent + ttl.
           const auto believed = monotonic_ns() + std::chrono::nanoseconds(hold->remaining_lease()).count();
           const auto sent = monotonic_ns();
-          const long long ttl = majority_pttl(redis, lock.name());
-          if (ttl >= 0) {
+          const auto expires = majority_expiry(redis, lock.name());
+          if (expires > 0) {
             ++lease_checks;
-            if (believed > sent + ttl * 1000000 + 1000000)
+            if (believed > expires + 1000000)  // a PTTL's whole milliseconds
               failed.push_back("a hold believes its lease ends " + std::to_string((believed - sent) / 1000000) +
-                               " ms on, the servers' key " + std::to_string(ttl) + " ms");
+                               " ms on, the servers' key " + std::to_string((expires - sent) / 1000000) + " ms");
           }
         }
         const bool long_one = proxied && first;
