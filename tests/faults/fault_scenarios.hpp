@@ -121,6 +121,7 @@ void paused_holder_scenario() {
   child_process holder(worker_path(), {"pause-hold", redis.worker_spec(), L::combination_name(), name,
                                        std::to_string(lease.count())}, true);
   const auto acquired = holder.read_line();
+  INFO("the holder said: \"" << acquired << "\" (nothing: it failed; its error is on the test's stderr)");
   REQUIRE(acquired.rfind("acquired ", 0) == 0);
   ::kill(holder.pid(), SIGSTOP);
   auto lock = make_lock<L>(redis.backend, name, lease);
