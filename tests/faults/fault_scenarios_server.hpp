@@ -240,6 +240,15 @@ std::string keys_after(F& f, std::chrono::milliseconds limit) {
   return left;
 }
 
+/// Removes from `errors` (a churn log's error lines) those of `code`;
+/// returns how many there were.
+inline long long take_out(std::vector<std::string>& errors, error code) {
+  const std::string word = " " + error_code_word(make_error_code(code)) + " ";
+  const auto before = errors.size();
+  std::erase_if(errors, [&](const std::string& e) { return e.find(word) != std::string::npos; });
+  return static_cast<long long>(before - errors.size());
+}
+
 /// Fault 7: while 3 processes churn, every server of the deployment is
 /// disturbed in turn: its script cache flushed, every client paused for
 /// 300 ms, every write refused as out of memory for 300 ms (maxmemory 1),
@@ -286,20 +295,14 @@ void disturbed_servers_scenario() {
                              << log.errors.size() << " other errors");
   // Refused writes reach the caller as server_error (the OOM reply's
   // words go to the lock's error text); nothing else may go wrong.
-  const std::string refused = error_code_word(make_error_code(error::server_error));
   // On a quorum, a node that refused a write (out of memory) or lost it
   // with its connection can leave a hold on fewer nodes than its release
   // needs to confirm it was still held: that release says lease_lost, the
   // safe answer (docs/faults.md); the checker still sees every hold.
   constexpr bool quorum = requires { redis.nodes; };
-  const std::string lost = error_code_word(make_error_code(error::lease_lost));
-  std::vector<std::string> other;
-  long long unconfirmed = 0;
-  for (auto& e : log.errors) {
-    if (e.find(" " + refused + " ") != std::string::npos) continue;
-    if (quorum && e.find(" " + lost + " ") != std::string::npos) ++unconfirmed;
-    else other.push_back(e);
-  }
+  std::vector<std::string> other = log.errors;
+  take_out(other, error::server_error);
+  const long long unconfirmed = quorum ? take_out(other, error::lease_lost) : 0;
   if (unconfirmed > 0) WARN(unconfirmed << " releases a quorum could not confirm reported lease_lost");
   std::string all;
   for (auto& e : other) all += e + "\n";

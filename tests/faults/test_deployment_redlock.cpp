@@ -63,13 +63,8 @@ TEMPLATE_LIST_TEST_CASE("Redlock: a minority of nodes lost and restarted mid-chu
   auto log = crowd.log();
   long long after = 0;
   for (auto& s : log.history.spans()) after += s.start_ns > last;
-  const std::string lost = error_code_word(make_error_code(dlock::error::lease_lost));
-  std::vector<std::string> other;
-  long long unconfirmed = 0;
-  for (auto& e : log.errors) {
-    if (e.find(" " + lost + " ") != std::string::npos) ++unconfirmed;
-    else other.push_back(e);
-  }
+  std::vector<std::string> other = log.errors;
+  const long long unconfirmed = faults::take_out(other, dlock::error::lease_lost);
   WARN(TestType::combination_name() << ": " << log.holds << " holds through a node killed, started and another "
                                     << "restarted, " << after << " after the last restart; " << log.expected.size()
                                     << " outcome_unknown or no_quorum, " << unconfirmed
