@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <future>
 #include <stop_token>
 #include <thread>
 
@@ -237,6 +238,36 @@ TEST_CASE("a win found by resolve after its lease is given back, not granted", "
   CHECK_FALSE(hold.has_value());
   CHECK(ec == dlock::error::not_acquired);
   CHECK(redis.server.command({"EXISTS", "late-win"}) == "0");  // given back
+}
+
+// The same on the plain path: a try that waited for its connection (here a
+// handshake held back in a proxy past the lease) won with its lease already
+// spent by its own count, which starts when the try was asked for. It was
+// handed out as a hold lost at once, which its watchdog then let lapse; it
+// is given back, and the wait's next try takes the lock with a whole lease.
+TEMPLATE_TEST_CASE("a win confirmed after its lease (a slow connect) is given back and taken again", "[loss]",
+                   TokenWatchdog, HashWatchdog) {
+  redis_server server;
+  fault_proxy proxy(server.port());
+  dlock::RedisBackend backend(proxy.url());
+  proxy.stall();  // the acquire's connection (a blocking caller's own) waits in the proxy for its handshake
+  const auto lease = scaled(600ms);
+  TestType lock(backend, "slow-connect", {}, r::Watchdog(lease));
+  auto acquiring = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    auto hold = lock.try_acquire_for(scaled(10s), ec);
+    return std::pair{ec, std::move(hold)};
+  });
+  std::this_thread::sleep_for(lease + scaled(400ms));
+  proxy.resume();
+  auto [ec, hold] = acquiring.get();
+  INFO("the acquire: " << ec.message());
+  REQUIRE(hold);
+  CHECK(hold->remaining_lease() > lease / 3);
+  std::this_thread::sleep_for(lease + scaled(200ms));  // renewed by the watchdog
+  CHECK_FALSE(hold->lost());
+  hold->release(ec);
+  CHECK_FALSE(ec);
 }
 
 // What unlock() did on a server killed during the hold.

@@ -384,3 +384,31 @@ TEST_CASE("a waiter that gives up after it was named passes the turn on", "[pubs
     CHECK(registered(redis.server, name) == 1);
   }
 }
+
+TEST_CASE("a RedisBackend set to sharded pub/sub wakes its waiters: its scripts publish with SPUBLISH",
+          "[pubsub]") {
+  private_redis redis;
+  auto cfg = dlock::redis::parse_url(redis.server.url());
+  cfg.sharded_pubsub = true;  // a client of one cluster node; standalone Redis 7 serves shard channels too
+  dlock::RedisBackend a(cfg), b(cfg);
+  REQUIRE(dlock::ext::sharded_pubsub(a));
+  CHECK(dlock::ext::counts_subscribers(a));  // one server: every subscriber is on it
+  CHECK(dlock::ext::counts_subscribers(redis.backend));
+  const std::string name = "sharded-door";
+  WatchdogHash holder(a, name), waiter(b, name, {}, {}, no_recheck);
+  auto hold = holder.acquire();
+  auto waiting = std::async(std::launch::async, [&] {
+    bool got = waiter.try_lock_for(scaled(60s));  // only the release's message can end it soon
+    if (got) waiter.unlock();
+    return got;
+  });
+  const auto shard_subscribers = [&] {
+    auto reply = redis.server.command({"PUBSUB", "SHARDNUMSUB", o::ReentrantHash::channel(name)});
+    return std::stoi(reply.substr(reply.find_last_of('\n', reply.size() - 2) + 1));
+  };
+  REQUIRE(dlock::test::wait_until([&] { return shard_subscribers() == 1 && registered(redis.server, name) == 1; }));
+  hold.release();
+  REQUIRE(waiting.wait_for(scaled(5s)) == std::future_status::ready);
+  CHECK(waiting.get());
+  CHECK(redis.server.command({"INFO", "commandstats"}).find("cmdstat_spublish:calls=") != std::string::npos);
+}

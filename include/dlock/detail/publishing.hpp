@@ -13,8 +13,9 @@
 namespace dlock::detail {
 
 /// Whether `backend` carries a lock's messages on sharded pub/sub: its
-/// `sharded_pubsub()` member (ClusterBackend's says what its settings say,
-/// true unless told otherwise); a backend without one uses classic pub/sub.
+/// `sharded_pubsub()` member (ClusterBackend's and RedisBackend's say what
+/// their settings say: true on ClusterBackend, false on RedisBackend unless
+/// told otherwise); a backend without one uses classic pub/sub.
 template <class B>
 bool sharded_pubsub(const B& backend) {
   if constexpr (requires { { backend.sharded_pubsub() } -> std::convertible_to<bool>; })
@@ -30,11 +31,15 @@ constexpr std::string_view publish_verb(bool sharded) { return sharded ? "SPUBLI
 /// on one server and on Sentinel's master; on a cluster only with sharded
 /// pub/sub, where a shard channel's subscribers are all on its slot's
 /// node. With classic pub/sub on a cluster, every node counts only its own
-/// subscribers. A backend is taken for a cluster by its `sharded_pubsub()`
-/// member.
+/// subscribers. The backend's `counts_subscribers()` member says so (a
+/// RedisBackend's: true); without one, a backend that has a
+/// `sharded_pubsub()` member is taken for a cluster, and one that has
+/// neither for one server.
 template <class B>
 bool counts_subscribers(const B& backend) {
-  if constexpr (requires { { backend.sharded_pubsub() } -> std::convertible_to<bool>; })
+  if constexpr (requires { { backend.counts_subscribers() } -> std::convertible_to<bool>; })
+    return static_cast<bool>(backend.counts_subscribers());
+  else if constexpr (requires { { backend.sharded_pubsub() } -> std::convertible_to<bool>; })
     return static_cast<bool>(backend.sharded_pubsub());
   else return true;
 }

@@ -370,23 +370,23 @@ asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, Renew
     if (rec_ec) co_return std::pair{ec, attempt{}};  // still unknown
     // The lease began after the try was sent, or earlier where the
     // ownership says so (a waiter granted while in a queue's line).
-    if (won) {
-      rec.confirm(detail::earliest_start<adapted_ownership>(rec, sent));
-      bool fresh_hold = false;
-      {
-        std::lock_guard g(mutex_);
-        fresh_hold = rec.hold_count == 0;
-      }
-      // Found so late that no time is left to trust it (the question took
-      // the rest of the lease): given back, as a win that never came.
-      if (fresh_hold && rec.remaining() == milliseconds::zero()) {
-        if (auto given = co_await release_won(rec))
-          report(given, "giving back a win found after its lease (the lock lapses with it)",
-                 detail::words_for(given, rec.server_reply));
-        co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};
-      }
-    }
-    co_return std::pair{error_code{}, attempt{won, milliseconds(0)}};
+    if (won) rec.confirm(detail::earliest_start<adapted_ownership>(rec, sent));
+    ec = {};
+    at = attempt{won, milliseconds(0)};
+  }
+  // A new hold confirmed too late to trust (the try waited for a connection,
+  // or resolving a lost reply took the lease): given back as a win that never
+  // came. One not owner-checked cannot be given back safely; it lapses.
+  bool late = false;
+  if (OwnershipT::owner_checked && !ec && at.acquired && rec.remaining() == milliseconds::zero()) {
+    std::lock_guard g(mutex_);
+    late = rec.hold_count == 0;
+  }
+  if (late) {
+    if (auto given = co_await release_won(rec))
+      report(given, "giving back a win confirmed after its lease (the lock lapses with it)",
+             detail::words_for(given, rec.server_reply));
+    co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};
   }
   co_return std::pair{ec, at};
 }

@@ -135,7 +135,8 @@ struct config {
   bool require_master = false;
   /// Subscribers use Redis 7's sharded pub/sub (SSUBSCRIBE, SUNSUBSCRIBE,
   /// "smessage"): on a cluster node, whose shard channels live in the slot
-  /// of their name. ClusterBackend sets it.
+  /// of their name. ClusterBackend sets it; on a RedisBackend (a client of
+  /// one cluster node) its locks' scripts then publish with SPUBLISH too.
   bool sharded_pubsub = false;
   /// Replica acknowledgement of lock writes (see replica_ack). Empty: the
   /// backend's default, which is off on RedisBackend and

@@ -95,6 +95,14 @@ class RedisBackend {
   const std::string& client_id() const noexcept { return core_.client_id(); }
   /// The connection settings, as given or parsed from the URL.
   const redis::config& settings() const noexcept { return commands_->settings(); }
+  /// Whether its waits listen on Redis 7's shard channels
+  /// (settings().sharded_pubsub: SSUBSCRIBE), and so its locks' scripts
+  /// publish with SPUBLISH: a client of one cluster node, as ClusterBackend
+  /// is of each. Off by default.
+  bool sharded_pubsub() const noexcept { return settings().sharded_pubsub; }
+  /// A script on its server counts every subscriber of a channel (PUBSUB
+  /// NUMSUB, or SHARDNUMSUB): its waiters are all on that server.
+  static constexpr bool counts_subscribers() noexcept { return true; }
   /// The shared command connection (async_exec, async_eval, async_command).
   redis::connection& connection() noexcept { return *commands_; }
   /// The shared subscriber connection (async_subscribe).
