@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "../../examples/fenced_store.hpp"
 #include "fault_support.hpp"
 
 namespace dlock::test::faults {
@@ -112,23 +113,31 @@ void killed_holder_scenario() {
 /// the one between the two holds, and the paused holder, asked when it
 /// resumes, knows its lease is over (time left 0). Its late release leaves
 /// the new owner's lock alone (lease_lost), which the new owner then still
-/// holds and releases without error.
+/// holds and releases without error. Both hold with fencing tokens (where
+/// the ownership has them): a fenced store (examples/fenced_store.hpp)
+/// that took the new owner's write refuses the paused holder's late write,
+/// made with the token the holder reports when it resumes.
 template <class F, class L>
 void paused_holder_scenario() {
   F redis;
   const auto lease = scaled(1200ms);
   const std::string name = "paused:" + L::combination_name();
-  child_process holder(worker_path(), {"pause-hold", redis.worker_spec(), L::combination_name(), name,
+  child_process holder(worker_path(), {"fenced-pause-hold", redis.worker_spec(), L::combination_name(), name,
                                        std::to_string(lease.count())}, true);
   const auto acquired = holder.read_line();
   INFO("the holder said: \"" << acquired << "\" (nothing: it failed; its error is on the test's stderr)");
   REQUIRE(acquired.rfind("acquired ", 0) == 0);
   ::kill(holder.pid(), SIGSTOP);
-  auto lock = make_lock<L>(redis.backend, name, lease);
+  auto lock = make_lock<L>(redis.backend, name, lease, fenced_ownership<L>());
   auto hold = take_within(*lock, lease * 4);  // once the stopped holder's key ends
   REQUIRE(hold);
   hold_history history;
   const auto taken = monotonic_ns();
+  constexpr bool fenced = requires(typename L::ownership_type o) { o.fencing = fencing_tokens{}; };
+  examples::fenced_store store;
+  const auto new_token = hold->fencing_token();
+  CHECK(new_token.has_value() == fenced);
+  if (new_token) CHECK(store.write(*new_token, "the new owner's"));
   std::this_thread::sleep_for(lease / 4);  // the new owner works a while before the old one wakes
   ::kill(holder.pid(), SIGCONT);
   REQUIRE(holder.write("go\n"));
@@ -139,6 +148,17 @@ void paused_holder_scenario() {
   CHECK(history.add_lines(rest) == 1);
   CHECK(rest.find("remaining 0\n") != std::string::npos);       // it knows its lease ended
   CHECK(rest.find("release lease_lost\n") != std::string::npos);  // and its release touched nothing
+  const auto token_at = rest.find("token ");
+  REQUIRE(token_at != std::string::npos);
+  const auto holder_token = rest.substr(token_at + 6, rest.find('\n', token_at) - token_at - 6);
+  if (new_token) {
+    // Its late write, with the token it holds, is refused: the store has
+    // seen a later one.
+    REQUIRE(holder_token != "none");
+    CHECK(std::stoull(holder_token) < *new_token);
+    CHECK_FALSE(store.write(std::stoull(holder_token), "the paused holder's late"));
+    CHECK(store.value() == "the new owner's");
+  }
   CHECK_FALSE(hold->lost());
   history.add(hold_span{name, "new-owner", taken, monotonic_ns(), false});
   std::error_code ec;
@@ -147,7 +167,9 @@ void paused_holder_scenario() {
   auto overlaps = history.overlaps();
   WARN(L::combination_name() << ": a holder paused past its lease overlapped the next by "
                              << (overlaps.empty() ? 0 : overlaps.front().overlap_ns() / 1'000'000)
-                             << " ms, reported");
+                             << " ms, reported; its late write " << (new_token ? "refused" : "not fenced")
+                             << " (token " << holder_token << ", the new owner's "
+                             << (new_token ? std::to_string(*new_token) : "none") << ")");
   INFO(describe(overlaps));
   REQUIRE(overlaps.size() == 1);
   CHECK(overlaps.front().earlier.worker == "paused-holder");

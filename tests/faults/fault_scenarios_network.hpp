@@ -1,10 +1,12 @@
 // The fault suite's scenarios that fault the network between a client and
 // its servers (faults 5, 6 and 10 of docs/faults.md): a fault proxy stands
 // in front of every server, the lock under test talks through the proxies,
-// and a second client (`direct()`) talks to the servers straight, as a
-// rival that the faults do not touch. Each scenario is a template over a
-// proxied fixture (below) and a lock type L, for one lock of each kind
-// (fault_kinds_t).
+// and a second client (`direct(name)`, of type F::direct_backend_type)
+// talks straight to the servers that hold the lock `name`, as a rival that
+// the faults do not touch. Each scenario is a template over a proxied
+// fixture F (below, and Sentinel's and Cluster's in
+// proxied_deployments.hpp) and a lock type L, for one lock of each kind
+// (fault_kinds_t); the rival's lock is rival_t<F, L>.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -31,13 +33,16 @@ namespace dlock::test::faults {
 /// One private redis-server; the backend reaches it through a fault proxy.
 struct proxied_one_server {
   using backend_type = RedisBackend;
+  using direct_backend_type = RedisBackend;
   redis_server server;
   fault_proxy proxy{server.port()};
   RedisBackend backend{proxy.url()};
 
   std::vector<fault_proxy*> proxies() { return {&proxy}; }
   /// A client of the same server that no proxy stands in front of.
-  std::unique_ptr<RedisBackend> direct() const { return std::make_unique<RedisBackend>(server.url()); }
+  std::unique_ptr<RedisBackend> direct(const std::string&) const {
+    return std::make_unique<RedisBackend>(server.url());
+  }
 };
 
 /// Three private redis-servers behind a RedlockBackend whose every node is
@@ -47,6 +52,7 @@ struct proxied_one_server {
 /// looking (a redis-cli per node) takes a while.
 struct proxied_redlock {
   using backend_type = RedlockBackend;
+  using direct_backend_type = RedlockBackend;
   std::vector<std::unique_ptr<redis_server>> nodes = redlock_servers::three();
   std::vector<std::unique_ptr<fault_proxy>> node_proxies = proxies_for(nodes);
   RedlockBackend backend{patient(url_of(proxy_ports()))};
@@ -56,7 +62,7 @@ struct proxied_redlock {
     for (auto& p : node_proxies) out.push_back(p.get());
     return out;
   }
-  std::unique_ptr<RedlockBackend> direct() const {
+  std::unique_ptr<RedlockBackend> direct(const std::string&) const {
     std::vector<std::uint16_t> ports;
     for (auto& n : nodes) ports.push_back(n->port());
     return std::make_unique<RedlockBackend>(patient(url_of(ports)));
@@ -84,6 +90,20 @@ struct proxied_redlock {
     return out;
   }
 };
+
+/// The rival's lock: L's policies on the fixture's direct backend.
+template <class F, class L>
+using rival_t = Lock<typename F::direct_backend_type, typename L::ownership_type, typename L::renewal_type,
+                     typename L::wait_type>;
+
+/// The servers that hold the lock `name`: on a cluster, the master of its
+/// slot; elsewhere every server of the fixture.
+template <class F>
+std::vector<const redis_server*> servers_holding(F& f, const std::string& name) {
+  if constexpr (requires { f.cluster; })
+    return {&f.cluster.node(f.cluster.master_of_slot(static_cast<std::uint16_t>(detail::key_slot(name))))};
+  else return servers_of(f);
+}
 
 /// A key's time to live and a digest of its value (SHA-1 of its DUMP).
 struct key_state {
@@ -121,14 +141,15 @@ return out
 
 /// The moment (monotonic_ns) before which the lock's own key (its name:
 /// every ownership's first key) cannot expire on a majority of the
-/// servers: on each, the time its PTTL was asked plus that PTTL (the
-/// servers are read one after another, each read taking a while on a
-/// loaded machine), and of those the second latest of three (the hold
-/// lasts while a majority has it); 0 when no majority has the key.
+/// servers that hold it: on each, the time its PTTL was asked plus that
+/// PTTL (the servers are read one after another, each read taking a while
+/// on a loaded machine), and of those the median (on Redlock the second
+/// latest of three: the hold lasts while a majority has it); 0 when no
+/// majority has the key.
 template <class F>
 std::int64_t majority_expiry(F& f, const std::string& name) {
   std::vector<std::int64_t> ends;
-  for (auto* s : servers_of(f)) {
+  for (auto* s : servers_holding(f, name)) {
     const auto asked = monotonic_ns();
     const long long ttl = std::stoll(s->command({"PTTL", name}));
     ends.push_back(ttl < 0 ? 0 : asked + ttl * 1000000);
@@ -137,11 +158,11 @@ std::int64_t majority_expiry(F& f, const std::string& name) {
   return ends[ends.size() / 2];
 }
 
-/// Whether every server holds a key of the lock `name`.
+/// Whether every server that holds the lock `name` has a key of it.
 template <class F>
 bool on_every_server_a_key_of(F& f, const std::string& name) {
   auto keys = lock_keys(f, name);
-  for (auto* s : servers_of(f)) {
+  for (auto* s : servers_holding(f, name)) {
     auto prefix = std::to_string(s->port()) + " ";
     bool found = false;
     for (auto& [k, state] : keys) found = found || k.starts_with(prefix);
@@ -199,7 +220,6 @@ void check_no_keys_left(F& f) {
 template <class F, class L>
 void lost_replies_scenario() {
   F redis;
-  auto direct = redis.direct();
   const auto lease = scaled(1200ms);
   const std::string base = "lost-reply:" + L::combination_name();
   warm_up<L>(redis.backend, base + ":warm", lease);
@@ -210,14 +230,30 @@ void lost_replies_scenario() {
     const bool applied = round % 2 == 0;
     const std::string name = base + ":" + std::to_string(round);
     auto lock = make_fault_lock<L>(redis.backend, name, lease);
-    for (auto* p : redis.proxies())
-      p->stall(applied ? fault_proxy::direction::to_client : fault_proxy::direction::to_server);
-    const auto asked_at = monotonic_ns();
-    auto outcome = std::async(std::launch::async, [&] {
+    // The acquiring thread first takes a lock in the same cluster slot
+    // ("{name}", whose markers lock_keys leaves out), so that the
+    // connections it will use are open (a blocking caller's own, the slot's
+    // node's): a connect held back in a proxy would keep the acquire from
+    // being sent at all.
+    std::promise<bool> warmed;
+    std::promise<void> go;
+    auto outcome = std::async(std::launch::async, [&, start = go.get_future()] {
+      auto warm = make_fault_lock<L>(redis.backend, "{" + name + "}", lease);
+      auto warm_hold = warm->try_acquire_for(scaled(5s));
+      if (warm_hold) warm_hold->release();
+      warmed.set_value(warm_hold.has_value());
+      start.wait();
       std::error_code ec;
       auto hold = lock->try_acquire_for(scaled(5s), ec);
       return std::pair{ec, std::move(hold)};
     });
+    const bool warm = warmed.get_future().get();
+    if (!warm) go.set_value();  // the thread goes on (and ends), the test ends here
+    REQUIRE(warm);
+    for (auto* p : redis.proxies())
+      p->stall(applied ? fault_proxy::direction::to_client : fault_proxy::direction::to_server);
+    const auto asked_at = monotonic_ns();
+    go.set_value();
     // Cut at once: the vote (Redlock) waits a limited time for the replies.
     if (applied) CHECK(wait_until([&] { return on_every_server_a_key_of(redis, name); }, scaled(3s)));
     else std::this_thread::sleep_for(scaled(100ms));  // the request waits in the proxy
@@ -229,7 +265,8 @@ void lost_replies_scenario() {
     REQUIRE(hold);
     if (applied) longest_ns = std::max(longest_ns, monotonic_ns() - asked_at);
     (applied ? after_apply : before_apply) += 1;
-    auto rival = make_fault_lock<L>(*direct, name, lease);
+    auto direct = redis.direct(name);
+    auto rival = make_fault_lock<rival_t<F, L>>(*direct, name, lease);
     std::error_code rival_ec;
     CHECK_FALSE(rival->try_acquire_for(std::chrono::milliseconds(0), rival_ec));
     CHECK(rival_ec == error::not_acquired);
@@ -258,9 +295,9 @@ void lost_replies_scenario() {
 template <class F, class L>
 void unresolvable_reply_scenario() {
   F redis;
-  auto direct = redis.direct();
   const auto lease = scaled(1000ms);
   const std::string name = "lost-reply:" + L::combination_name();
+  auto direct = redis.direct(name);
   auto lock = make_fault_lock<L>(redis.backend, name, lease);
   warm_up<L>(redis.backend, name + ":warm", lease);
   for (auto* p : redis.proxies()) p->stall(fault_proxy::direction::to_client);
@@ -279,7 +316,7 @@ void unresolvable_reply_scenario() {
   // The lock it may have taken lapses with its lease: a rival takes it
   // within the lease (and some slack), not before the lease of the write
   // (sent after `asked_at`) can have run out.
-  auto rival = make_fault_lock<L>(*direct, name, lease);
+  auto rival = make_fault_lock<rival_t<F, L>>(*direct, name, lease);
   auto taken = rival->try_acquire_for(lease + scaled(2s));
   const auto taken_at = monotonic_ns();
   REQUIRE(taken);
@@ -305,7 +342,6 @@ void unresolvable_reply_scenario() {
 template <class F, class L>
 void unreachable_scenario() {
   F redis;
-  auto direct = redis.direct();
   const auto lease = scaled(1000ms);
   hold_history history;
   long long signal_lead_ms = 1'000'000;  // the least time between a loss signal and the rival's acquire
@@ -335,7 +371,8 @@ void unreachable_scenario() {
     std::this_thread::sleep_for(lease / 9 * round);
     const auto stalled_at = monotonic_ns();
     for (auto* p : redis.proxies()) p->stall();
-    auto rival_lock = make_fault_lock<L>(*direct, name, scaled(30s));
+    auto direct = redis.direct(name);
+    auto rival_lock = make_fault_lock<rival_t<F, L>>(*direct, name, scaled(30s));
     auto rival = rival_lock->try_acquire_for(lease * 6, ec);
     const auto taken_at = monotonic_ns();
     watching = false;
@@ -414,7 +451,6 @@ void unreachable_scenario() {
 template <class F, class L>
 void latency_scenario() {
   F redis;
-  auto direct = redis.direct();
   const auto lease = scaled(1200ms);
   const auto length = scaled(4s);
   for (auto* p : redis.proxies()) {
@@ -426,54 +462,69 @@ void latency_scenario() {
   std::mutex m;
   std::vector<std::string> failures;
   std::atomic<long long> holds{0}, long_holds{0}, lease_checks{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < 3; ++t) {
-    pool.emplace_back([&, t] {
-      const bool proxied = t < 2;
-      auto& backend = proxied ? redis.backend : *direct;
-      std::vector<std::unique_ptr<L>> locks;
-      for (int i = 0; i < 2; ++i) locks.push_back(make_fault_lock<L>(backend, base + "." + std::to_string(i), lease));
-      std::mt19937 rng(static_cast<unsigned>(t));
-      std::vector<hold_span> mine;
-      std::vector<std::string> failed;
-      const auto end = std::chrono::steady_clock::now() + length;
-      for (bool first = true; std::chrono::steady_clock::now() < end && failed.empty(); first = false) {
-        auto& lock = *locks[rng() % 2];
-        std::error_code ec;
-        auto hold = lock.try_acquire_for(scaled(10s), ec);
-        if (!hold) {
-          failed.push_back("acquire: " + ec.message());
-          break;
-        }
-        hold_span span{lock.name(), "t" + std::to_string(t), monotonic_ns(), 0, false};
-        if (proxied) {
-          // The hold's own idea of when its lease ends, against the servers':
-          // a key read at `sent` with `ttl` left ends no sooner than sent + ttl.
-          const auto believed = monotonic_ns() + std::chrono::nanoseconds(hold->remaining_lease()).count();
-          const auto sent = monotonic_ns();
-          const auto expires = majority_expiry(redis, lock.name());
-          if (expires > 0) {
-            ++lease_checks;
-            if (believed > expires + 1000000)  // a PTTL's whole milliseconds
-              failed.push_back("a hold believes its lease ends " + std::to_string((believed - sent) / 1000000) +
-                               " ms on, the servers' key " + std::to_string((expires - sent) / 1000000) + " ms");
-          }
-        }
-        const bool long_one = proxied && first;
-        std::this_thread::sleep_for(long_one ? scaled(3s) : std::chrono::milliseconds(rng() % 20));
-        if (hold->lost()) failed.push_back("a hold was lost (the watchdog fell behind the latency)");
-        span.end_ns = monotonic_ns();
-        mine.push_back(span);
-        hold->release(ec);
-        if (ec) failed.push_back("release: " + ec.message());
-        ++holds;
-        long_holds += long_one;
+  // Thread t takes and releases `locks` (the 2 locks, through the proxies
+  // or straight to the servers) until `length` has passed.
+  auto churn = [&]<class Locks>(int t, const Locks& locks) {
+    const bool proxied = t < 2;
+    std::mt19937 rng(static_cast<unsigned>(t));
+    std::vector<hold_span> mine;
+    std::vector<std::string> failed;
+    const auto end = std::chrono::steady_clock::now() + length;
+    for (bool first = true; std::chrono::steady_clock::now() < end && failed.empty(); first = false) {
+      auto& lock = *locks[rng() % 2];
+      std::error_code ec;
+      auto hold = lock.try_acquire_for(scaled(10s), ec);
+      if (!hold) {
+        failed.push_back("acquire: " + ec.message());
+        break;
       }
-      std::lock_guard g(m);
-      for (auto& s : mine) history.add(s);
-      failures.insert(failures.end(), failed.begin(), failed.end());
+      hold_span span{lock.name(), "t" + std::to_string(t), monotonic_ns(), 0, false};
+      if (proxied) {
+        // The hold's own idea of when its lease ends, against the servers':
+        // a key read at `sent` with `ttl` left ends no sooner than sent + ttl.
+        const auto believed = monotonic_ns() + std::chrono::nanoseconds(hold->remaining_lease()).count();
+        const auto sent = monotonic_ns();
+        const auto expires = majority_expiry(redis, lock.name());
+        if (expires > 0) {
+          ++lease_checks;
+          if (believed > expires + 1000000)  // a PTTL's whole milliseconds
+            failed.push_back("a hold believes its lease ends " + std::to_string((believed - sent) / 1000000) +
+                             " ms on, the servers' key " + std::to_string((expires - sent) / 1000000) + " ms");
+        }
+      }
+      const bool long_one = proxied && first;
+      std::this_thread::sleep_for(long_one ? scaled(3s) : std::chrono::milliseconds(rng() % 20));
+      if (hold->lost()) failed.push_back("a hold was lost (the watchdog fell behind the latency)");
+      span.end_ns = monotonic_ns();
+      mine.push_back(span);
+      hold->release(ec);
+      if (ec) failed.push_back("release: " + ec.message());
+      ++holds;
+      long_holds += long_one;
+    }
+    std::lock_guard g(m);
+    for (auto& s : mine) history.add(s);
+    failures.insert(failures.end(), failed.begin(), failed.end());
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 2; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<std::unique_ptr<L>> locks;
+      for (int i = 0; i < 2; ++i)
+        locks.push_back(make_fault_lock<L>(redis.backend, base + "." + std::to_string(i), lease));
+      churn(t, locks);
     });
   }
+  pool.emplace_back([&] {
+    std::vector<std::unique_ptr<typename F::direct_backend_type>> direct;  // one per lock (a cluster's own node)
+    std::vector<std::unique_ptr<rival_t<F, L>>> locks;
+    for (int i = 0; i < 2; ++i) {
+      const auto name = base + "." + std::to_string(i);
+      direct.push_back(redis.direct(name));
+      locks.push_back(make_fault_lock<rival_t<F, L>>(*direct.back(), name, lease));
+    }
+    churn(2, locks);
+  });
   for (auto& t : pool) t.join();
   std::string all;
   for (auto& f : failures) all += f + "\n";
@@ -486,7 +537,8 @@ void latency_scenario() {
   CHECK(overlaps.empty());
   // A wait that cannot win: the rival holds; the wait through the proxies
   // ends not_acquired, no sooner than asked.
-  auto rival = make_fault_lock<L>(*direct, base + ".0", lease);
+  auto direct = redis.direct(base + ".0");
+  auto rival = make_fault_lock<rival_t<F, L>>(*direct, base + ".0", lease);
   auto held = rival->try_acquire_for(scaled(5s));
   REQUIRE(held);
   auto waiter = make_fault_lock<L>(redis.backend, base + ".0", lease);

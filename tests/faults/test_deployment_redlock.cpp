@@ -3,7 +3,7 @@
 #include <dlock/combinations.hpp>
 
 #include "../lock/backend_fixtures.hpp"
-#include "fault_scenarios_server.hpp"
+#include "deployment_churn.hpp"
 
 namespace {
 
@@ -60,23 +60,11 @@ TEMPLATE_LIST_TEST_CASE("Redlock: a minority of nodes lost and restarted mid-chu
   redis.nodes[2]->restart();
   const auto last = monotonic_ns();
   CHECK(crowd.finish(plan.length + scaled(20s)) == 3);
-  auto log = crowd.log();
-  long long after = 0;
-  for (auto& s : log.history.spans()) after += s.start_ns > last;
-  std::vector<std::string> other = log.errors;
-  const long long unconfirmed = faults::take_out(other, dlock::error::lease_lost);
-  WARN(TestType::combination_name() << ": " << log.holds << " holds through a node killed, started and another "
-                                    << "restarted, " << after << " after the last restart; " << log.expected.size()
-                                    << " outcome_unknown or no_quorum, " << unconfirmed
-                                    << " releases a majority could not confirm (lease_lost)");
-  std::string all;
-  for (auto& e : other) all += e + "\n";
-  INFO(other.size() << " unexpected errors:\n" << all);
-  CHECK(other.empty());
-  CHECK(log.done == 3);
-  CHECK(log.open.empty());
-  CHECK(after > 0);
-  auto overlaps = log.history.overlaps();
-  INFO(describe(overlaps));
-  CHECK(overlaps.empty());
+  auto v = faults::read_deployment_churn(crowd, last, {dlock::error::lease_lost});
+  WARN(TestType::combination_name() << ": " << v.log.holds << " holds through a node killed, started and another "
+                                    << "restarted, " << v.after << " after the last restart; "
+                                    << v.log.expected.size() << " outcome_unknown or no_quorum; "
+                                    << "releases a majority could not confirm: "
+                                    << (v.explained.empty() ? "none" : v.explained));
+  faults::check_deployment_churn(v, 3);
 }

@@ -37,6 +37,15 @@
 
 namespace dlock::test {
 
+/// L's ownership with fencing tokens on, where it has them (the paused
+/// holder of the fault suite, and the lock that takes over from it).
+template <class L>
+typename L::ownership_type fenced_ownership() {
+  typename L::ownership_type o{};
+  if constexpr (requires { o.fencing = fencing_tokens{}; }) o.fencing = fencing_tokens{};
+  return o;
+}
+
 /// What a churning client does: `locks` locks named "<prefix>.<i>", each
 /// hold with `lease` and lasting up to `work`, for `length`, logging to
 /// `log` (a file path).

@@ -11,6 +11,8 @@
 //                                                   unlock(), print "done" (the order of a line of waiters)
 //   lock_worker pause-hold URL COMBINATION NAME LEASE_MS  "acquired <ns>", waits for a line on stdin, then
 //                                                   its hold line, "remaining <ms>", "release <outcome>", "done"
+//   lock_worker fenced-pause-hold ...               the same with fencing tokens on (where the ownership
+//                                                   has them), and "token <n|none>" before its hold line
 //   lock_worker churn URL COMBINATION PREFIX,LOCKS,LEASE_MS,LOG MS
 //                                                   "started", takes and releases locks PREFIX.<i> at
 //                                                   random for MS, logging each hold to LOG (churn.hpp),
@@ -38,8 +40,8 @@
 namespace dlock::test::worker_process {
 
 int worker_usage() {
-  std::fprintf(stderr, "usage: lock_worker count|hold|line|churn|pause-hold|wall-clock-step|crash-after-setnx|"
-               "semaphore-hold|semaphore-crowd|"
+  std::fprintf(stderr, "usage: lock_worker count|hold|line|churn|pause-hold|fenced-pause-hold|wall-clock-step|"
+               "crash-after-setnx|semaphore-hold|semaphore-crowd|"
                "rw-crowd|rw-hold|scoped-many ...\n");
   return 2;
 }

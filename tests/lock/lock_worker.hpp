@@ -127,12 +127,14 @@ int run(Backend& backend, Plain plain, char** argv, Locks locks) {
       std::printf("acquired\n");
       std::fflush(stdout);
       for (;;) std::this_thread::sleep_for(1h);
-    } else if (mode == "pause-hold") {
+    } else if (mode == "pause-hold" || mode == "fenced-pause-hold") {
       // Takes `name` (lease `number` ms), says when, waits for a line on
       // its input (the test stops and resumes it meanwhile), then ends its
-      // hold: its span, the lease it thought it had left, the release's
+      // hold: its fencing token ("fenced-": fencing on, where the ownership
+      // has it), its span, the lease it thought it had left, the release's
       // outcome.
-      auto lock = dlock::test::make_lock<L>(backend, name, std::chrono::milliseconds(number));
+      auto lock = dlock::test::make_lock<L>(backend, name, std::chrono::milliseconds(number),
+                                            mode == "pause-hold" ? typename L::ownership_type{} : fenced_ownership<L>());
       // Tried again on what a loaded machine may answer (a reply, or the
       // replicas' WAIT, later than its timeout), as the churn does.
       std::optional<typename L::hold_type> hold;
@@ -155,6 +157,10 @@ int run(Backend& backend, Plain plain, char** argv, Locks locks) {
         return;
       }
       const hold_span span{name, "paused-holder", start, monotonic_ns(), false};
+      if (mode != "pause-hold") {
+        const auto token = hold->fencing_token();
+        std::printf("token %s\n", token ? std::to_string(*token).c_str() : "none");
+      }
       std::printf("%s\nremaining %lld\n", span.format().c_str(),
                   static_cast<long long>(hold->remaining_lease().count()));
       std::fflush(stdout);  // said even if the release hangs

@@ -26,7 +26,9 @@ sentinel_deployment::sentinel_deployment(sentinel_options opts) : opts_(std::mov
   }
   for (std::size_t i = 1; i < nodes_.size(); ++i) nodes_[i]->wait_until_synced();
   nodes_[0]->wait_until_listed(opts_.replicas);
-  sentinels_ = std::make_unique<sentinel_group>(opts_.master_name, nodes_[0]->port(), opts_.sentinels, opts_.quorum,
+  if (opts_.client_proxied) client_proxy_ = std::make_unique<fault_proxy>(nodes_[0]->port());
+  const auto monitored = client_proxy_ ? client_proxy_->port() : nodes_[0]->port();
+  sentinels_ = std::make_unique<sentinel_group>(opts_.master_name, monitored, opts_.sentinels, opts_.quorum,
                                                 opts_.down_after_ms, opts_.failover_timeout_ms, opts_.tls);
   sentinels_->wait_ready(opts_.replicas);
 }
@@ -35,6 +37,7 @@ sentinel_deployment::~sentinel_deployment() {
   sentinels_.reset();  // first: no failover while the rest goes
   nodes_.clear();
   proxies_.clear();
+  client_proxy_.reset();
 }
 
 std::string sentinel_deployment::url() const {
@@ -47,9 +50,15 @@ std::string sentinel_deployment::url() const {
 
 redis_server& sentinel_deployment::master() {
   auto port = sentinels_->current_master_port();
+  if (client_proxy_ && port == client_proxy_->port()) return *nodes_[0];
   for (auto& n : nodes_)
     if (n->port() == port) return *n;
   throw std::runtime_error("the sentinels name a master that is not in the deployment");
+}
+
+fault_proxy& sentinel_deployment::client_proxy() {
+  if (!client_proxy_) throw std::logic_error("sentinel_deployment: clients reach the master directly");
+  return *client_proxy_;
 }
 
 void sentinel_deployment::hold_replication() {

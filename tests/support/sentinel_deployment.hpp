@@ -29,6 +29,13 @@ struct sentinel_options {
   /// can be held back); false: directly, as in production (for measuring:
   /// the replication helpers then throw).
   bool proxied = true;
+  /// Clients too reach the master through a fault proxy (client_proxy()):
+  /// the sentinels monitor the proxy's port, so that is the address they
+  /// give. For the network faults (a lost reply, an unreachable master,
+  /// latency) on Sentinel; the sentinels' own link goes through it too,
+  /// so a stall must stay shorter than down_after_ms. Not for failovers:
+  /// the proxy forwards to node 0 only.
+  bool client_proxied = false;
   /// Added to each replica's environment (a preloaded clock skew).
   std::vector<std::string> replica_environment{};
   /// TLS only, everywhere: the master, the replicas (replicating over
@@ -58,6 +65,9 @@ class sentinel_deployment {
   /// The node the sentinels name as master now.
   redis_server& master();
   sentinel_group& sentinels() { return *sentinels_; }
+  /// The proxy in front of the master (options' client_proxied); throws
+  /// std::logic_error without one.
+  fault_proxy& client_proxy();
 
   /// Replication to every replica is held back (the proxies stop
   /// forwarding master -> replica); writes stay on the master alone.
@@ -79,6 +89,7 @@ class sentinel_deployment {
   sentinel_options opts_;
   std::vector<std::unique_ptr<redis_server>> nodes_;
   std::vector<std::unique_ptr<fault_proxy>> proxies_;  // proxies_[i] carries replica i+1's link
+  std::unique_ptr<fault_proxy> client_proxy_;          // in front of node 0, when client_proxied
   std::unique_ptr<sentinel_group> sentinels_;
 };
 
