@@ -139,20 +139,21 @@ return out
   return out;
 }
 
-/// The moment (monotonic_ns) before which the lock's own key (its name:
-/// every ownership's first key) cannot expire on a majority of the
-/// servers that hold it: on each, the time its PTTL was asked plus that
-/// PTTL (the servers are read one after another, each read taking a while
-/// on a loaded machine), and of those the median (on Redlock the second
-/// latest of three: the hold lasts while a majority has it); 0 when no
-/// majority has the key.
+/// The latest moment (monotonic_ns) at which the lock's own key (its
+/// name: every ownership's first key) can expire on a majority of the
+/// servers that hold it: on each, the time its PTTL's answer came back
+/// plus that PTTL (the server read it somewhere between the ask and the
+/// answer, and a redis-cli per read takes tens of milliseconds on a loaded
+/// machine, so only the answer's time bounds the expiry from above), and
+/// of those the median (on Redlock the second latest of three: the hold
+/// lasts while a majority has it); 0 when no majority has the key.
 template <class F>
 std::int64_t majority_expiry(F& f, const std::string& name) {
   std::vector<std::int64_t> ends;
   for (auto* s : servers_holding(f, name)) {
-    const auto asked = monotonic_ns();
     const long long ttl = std::stoll(s->command({"PTTL", name}));
-    ends.push_back(ttl < 0 ? 0 : asked + ttl * 1000000);
+    const auto answered = monotonic_ns();
+    ends.push_back(ttl < 0 ? 0 : answered + ttl * 1000000);
   }
   std::sort(ends.rbegin(), ends.rend());
   return ends[ends.size() / 2];
@@ -480,8 +481,8 @@ void latency_scenario() {
       }
       hold_span span{lock.name(), "t" + std::to_string(t), monotonic_ns(), 0, false};
       if (proxied) {
-        // The hold's own idea of when its lease ends, against the servers':
-        // a key read at `sent` with `ttl` left ends no sooner than sent + ttl.
+        // The hold's own idea of when its lease ends, against the latest
+        // moment the servers' key can end (majority_expiry).
         const auto believed = monotonic_ns() + std::chrono::nanoseconds(hold->remaining_lease()).count();
         const auto sent = monotonic_ns();
         const auto expires = majority_expiry(redis, lock.name());
