@@ -310,7 +310,7 @@ def check_redlock(exe, out):
     [loss] = q["node_loss"]
     if not (loss["runs"] == 1 and [len(k) for k in loss["death_to_acquire_ms"]] == [1]
             and loss["majority_lost_refused"] == 1 and loss["left_held"] == 0):
-        fail(f"the killed-nodes row: {loss}")
+        fail(f"the killed-nodes row: {loss}; dlock-compare's stderr ends: {r.stderr[-1500:]!r}")
     [stall] = q["stalled"]
     if not (stall["acquired"] == stall["attempts"] > 0 and stall["errors"] == 0
             and stall["stalled_acquire"]["p50_us"] >= 900 * stall["reply_timeout_ms"]):
