@@ -100,22 +100,22 @@ RedisBackend::~RedisBackend() {
 
 int RedisBackend::replicas_wanted() const {
   if (!acknowledges()) return -1;
-  bool seen = false;
-  if (ack_settings().replicas == redis::replica_ack::if_any) {
-    const auto now = current_master();  // a failover starts afresh
-    std::lock_guard g(seen_mutex_);
-    seen = seen_at_ && seen_at_ == now;
-  }
-  return redis::detail::replicas_to_ask(ack_settings(), reported_replicas_.load(std::memory_order_relaxed), seen);
+  // What was read at another master (before a failover) is not this one's:
+  // a failover starts afresh.
+  const auto now = current_master();
+  std::lock_guard g(seen_mutex_);
+  const int reported = reported_at_ == now ? reported_replicas_ : -1;
+  const bool seen = ack_settings().replicas == redis::replica_ack::if_any && seen_at_ && seen_at_ == now;
+  return redis::detail::replicas_to_ask(ack_settings(), reported, seen);
 }
 
 void RedisBackend::note_replicas(int reported) {
-  if (reported >= 0) reported_replicas_.store(reported, std::memory_order_relaxed);
-  if (reported > 0 && acknowledges() && ack_settings().replicas == redis::replica_ack::if_any) {
-    auto now = current_master();
-    std::lock_guard g(seen_mutex_);
-    seen_at_ = std::move(now);
-  }
+  if (reported < 0) return;
+  auto now = current_master();
+  std::lock_guard g(seen_mutex_);
+  reported_replicas_ = reported;
+  reported_at_ = now;
+  if (reported > 0 && acknowledges() && ack_settings().replicas == redis::replica_ack::if_any) seen_at_ = std::move(now);
 }
 
 std::optional<redis::address> RedisBackend::current_master() const {
@@ -156,7 +156,10 @@ void RedisBackend::lane_done(redis::connection* c) {
 }
 
 void RedisBackend::server_moved(const redis::address& to) {
-  reported_replicas_.store(-1, std::memory_order_relaxed);
+  // The count of replicas is not reset here: replicas_wanted() ignores a
+  // count read at another master. Resetting it on every move, a move to the
+  // same master too (a Sentinel recheck after its watch reconnects), raced
+  // a blocking acquire between its ROLE and its write: not_master.
   commands_->server_moved(to);
   subscriber_->link().server_moved(to);
   std::lock_guard g(lanes_mutex_);

@@ -392,3 +392,20 @@ TEMPLATE_LIST_TEST_CASE("a hold with replica acknowledgement reports its lease a
                         "[lock][acknowledge]", dlock::combinations::acknowledgeable_t<dlock::SentinelBackend>) {
   dlock::test::hold_test<dlock::test::acknowledged_sentinel_servers, TestType>();
 }
+
+// A Sentinel backend's follower moves it to the master the sentinels name
+// each time it asks them again (after its watch reconnects), the same
+// master too. That move reset the count of replicas, and a blocking acquire
+// that had just read ROLE then found no count and failed with not_master
+// (seen once in the fault suite, on a healthy deployment).
+TEST_CASE("a move to the same master keeps the count of replicas", "[lock][acknowledge]") {
+  dlock::test::redis_server master;
+  auto cfg = dlock::redis::parse_url(master.url());
+  cfg.acknowledge = replica_ack{replica_ack::if_any, scaled(200ms)};
+  dlock::RedisBackend backend(cfg);
+  CHECK_FALSE(one_try<TokenAlone>(backend, "counted"));
+  REQUIRE(backend.replicas_wanted() == 0);
+  backend.server_moved(dlock::redis::address::of(cfg));
+  CHECK(backend.replicas_wanted() == 0);
+  CHECK_FALSE(one_try<TokenAlone>(backend, "counted"));
+}

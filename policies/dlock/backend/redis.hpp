@@ -230,7 +230,7 @@ class RedisBackend {
 
   /// The master is at `to` now (a failover, for a backend built on this
   /// one): every connection to another address is closed and connects
-  /// again, and the count of replicas is asked again.
+  /// again. A count of replicas read at another master is asked again.
   void server_moved(const redis::address& to);
 
   /// True where a blocking call would wait for itself: on the private I/O
@@ -402,8 +402,9 @@ class RedisBackend {
     }
   };
 
-  std::atomic<int> reported_replicas_{-1};  // ROLE's count of replicas, last read
-  mutable std::mutex seen_mutex_;
+  mutable std::mutex seen_mutex_;          // guards the three below
+  int reported_replicas_ = -1;             // ROLE's count of replicas, last read
+  std::optional<redis::address> reported_at_;  // the master it was read at
   std::optional<redis::address> seen_at_;  // the master that listed a replica (replica_ack::if_any)
   mutable std::mutex lanes_mutex_;
   struct lane {
