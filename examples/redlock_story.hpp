@@ -12,6 +12,7 @@
 // before node 1 can vote again: B wins alone.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -68,8 +69,11 @@ class stage {
     out.a_held = a_hold.has_value();
     if (!a_hold) return out;
     // A's critical section lasts until its release, or until its loss
-    // signal says the lease could be over: a careful holder stops there.
+    // signal says the lease could be over, or its own deadline passes
+    // (remaining_lease(): the signal's callback can run later on a loaded
+    // machine): a careful holder stops there.
     const auto a_start = out.at.a_start = dlock::test::monotonic_ns();
+    const auto a_deadline = a_start + std::chrono::nanoseconds(a_hold->remaining_lease()).count();
     auto lost_at = std::make_shared<std::atomic<std::int64_t>>(0);
     a_hold->on_lost([lost_at] { lost_at->store(dlock::test::monotonic_ns()); });
     servers_[2]->start();
@@ -92,7 +96,7 @@ class stage {
       std::this_thread::sleep_for(lease_ / 4);  // B's work
       dlock::test::hold_history history;
       auto lost = lost_at->load();
-      out.at.a_end = lost ? lost : dlock::test::monotonic_ns();
+      out.at.a_end = std::min(lost ? lost : dlock::test::monotonic_ns(), a_deadline);
       out.at.b_end = dlock::test::monotonic_ns();
       history.add({"story", "A", a_start, out.at.a_end});
       history.add({"story", "B", b_start, out.at.b_end});
