@@ -22,8 +22,8 @@ using namespace std::chrono_literals;
 // errors these explain: commands that found no node to take them
 // (not_connected, connection_refused: nothing was sent), sent but
 // unanswered (outcome_unknown), or not acknowledged; the cluster's
-// refusals while it is down or mid-move (server_error: CLUSTERDOWN,
-// TRYAGAIN); and releases of holds whose renewals it kept from the
+// refusals while it is down or mid-move (cluster_down, server_error:
+// CLUSTERDOWN, TRYAGAIN; not run); and releases of holds whose renewals it kept from the
 // servers (lease_lost). The locks are taken again after the failover.
 TEMPLATE_LIST_TEST_CASE("Cluster: a slot moved mid-wait and a failover never let two hold a lock",
                         "[faults][cluster]", dlock::test::faults::fault_kinds_t<dlock::ClusterBackend>) {
@@ -47,7 +47,8 @@ TEMPLATE_LIST_TEST_CASE("Cluster: a slot moved mid-wait and a failover never let
   CHECK(crowd.finish(plan.length + scaled(30s)) == 3);
   using dlock::error;
   auto v = faults::read_deployment_churn(
-      crowd, last, {error::not_connected, error::connection_refused, error::server_error, error::lease_lost});
+      crowd, last,
+      {error::not_connected, error::connection_refused, error::cluster_down, error::server_error, error::lease_lost});
   WARN(TestType::combination_name() << ": " << v.log.holds << " holds through slot " << slot << " moved from node "
                                     << from << " to " << to << " and node " << to << " killed (node " << promoted
                                     << " promoted), " << v.after << " after the promotion; errors: "
