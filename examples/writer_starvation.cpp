@@ -1,12 +1,17 @@
 // The tour, RW: a read-write lock whose readers enter whenever it is shared
 // (Redisson's RReadWriteLock, "non-fair") can keep a writer out for as long
 // as readers keep coming. Four reader threads take turns, each holding the
-// lock shared for a while and taking it again at once, so that at every
-// moment some reader holds it; a writer asks for it meanwhile. Without a
-// writer's intent (ReadWrite{.writer_intent = false}) the writer waits its
-// whole deadline in vain. With it (dlock's default), the readers inside
-// finish, no new one enters, and the writer gets in after about one
-// reader's hold.
+// lock shared for a while and taking it again at once; a reader leaves only
+// once another reader is in (or after a short wait), so that at every
+// moment some reader holds it, as under a steady stream of readers. A
+// writer asks for it meanwhile. Without a writer's intent
+// (ReadWrite{.writer_intent = false}) the writer waits its whole deadline in
+// vain. With it (dlock's default), the readers inside finish, no new one
+// enters, and the writer gets in after about one reader's hold and that wait.
+//
+// The hand-over between readers is what makes the story the same on a busy
+// machine: readers that merely took turns on a schedule drifted into a
+// moment when none held the lock, and the writer got in through it.
 //
 //   writer_starvation [redis://host:port]
 #include <atomic>
@@ -26,6 +31,7 @@ using namespace dlock::examples::tour;
 using RW = dlock::Lock<dlock::RedisBackend, o::ReadWrite, r::FixedLease, w::Spin>;
 
 const ms read_hold = dlock::test::scaled(40ms);
+const ms handover_limit = read_hold * 4;  // the longest a reader waits for another to come in
 const ms writer_deadline = dlock::test::scaled(1500ms);
 constexpr int readers = 4;
 
@@ -35,13 +41,15 @@ struct outcome {
   int reads = 0;  // reader holds while the writer waited
 };
 
-// The readers take turns on `name` (staggered, so that one always holds)
-// while a writer asks for it, with or without its intent.
+// The readers take turns on `name` (staggered, and each leaving only once
+// another is in, so that one always holds) while a writer asks for it,
+// with or without its intent.
 outcome run(const std::string& url, const std::string& name, bool intent) {
   o::ReadWrite rw;
   rw.writer_intent = intent;
   std::atomic<bool> stop{false};
   std::atomic<int> reads{0};
+  std::atomic<int> inside{0};  // readers whose shared hold began and has not been given up
   std::vector<std::thread> pool;
   for (int i = 0; i < readers; ++i) {
     pool.emplace_back([&, i] {
@@ -52,7 +60,27 @@ outcome run(const std::string& url, const std::string& name, bool intent) {
         std::shared_lock reading(lock, std::defer_lock);
         if (!reading.try_lock_for(dlock::test::scaled(5s))) continue;
         ++reads;
+        ++inside;
         std::this_thread::sleep_for(read_hold);
+        // Hand over: stay until another reader is in. With the writer's
+        // intent none comes, and the last reader leaves after `handover_limit`.
+        // Leaving is one atomic step from "n inside" to "n - 1", taken only
+        // while n >= 2, so two readers cannot both leave as the last
+        // ones. `inside` drops before the release and rises after the
+        // acquire: it never counts more readers than hold the lock.
+        const auto give_up = steady::now() + handover_limit;
+        for (int n = inside.load();;) {
+          if (n >= 2) {
+            if (inside.compare_exchange_weak(n, n - 1)) break;
+            continue;
+          }
+          if (stop || steady::now() >= give_up) {
+            --inside;
+            break;
+          }
+          std::this_thread::sleep_for(1ms);
+          n = inside.load();
+        }
       }
     });
   }
@@ -76,8 +104,10 @@ outcome run(const std::string& url, const std::string& name, bool intent) {
 
 int main(int argc, char** argv) try {
   dlock::examples::example_redis target(argc, argv);
-  std::printf("%d readers take turns, each holding the lock shared for %lld ms; a writer waits at most %lld ms.\n\n",
-              readers, static_cast<long long>(read_hold.count()), static_cast<long long>(writer_deadline.count()));
+  std::printf("%d readers take turns, each holding the lock shared for %lld ms and leaving once another reader is in\n"
+              "(or after %lld ms more); a writer waits at most %lld ms.\n\n",
+              readers, static_cast<long long>(read_hold.count()), static_cast<long long>(handover_limit.count()),
+              static_cast<long long>(writer_deadline.count()));
 
   auto plain = run(target.url, "report:plain", false);
   std::printf("rw without a writer's intent (Redisson's readers enter while the lock is shared):\n");
