@@ -51,9 +51,9 @@ outcome run(const std::string& url, const std::string& key, R renewal, W wait) {
               static_cast<long long>(lease.count()), static_cast<long long>(work.count()));
 
   dlock::test::hold_history history;
+  std::atomic<std::int64_t> lost_at{0};  // before the hold: outlives its loss callback
   auto hold = first.acquire();
   const auto t0 = monotonic_ns();
-  std::atomic<std::int64_t> lost_at{0};
   hold.on_lost([&] { lost_at = monotonic_ns(); });
   auto other = std::async(std::launch::async, [&] {
     auto h = second.try_acquire_for(work * 3);
