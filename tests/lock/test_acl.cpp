@@ -129,6 +129,29 @@ TEST_CASE("a user missing a permission gets the server's refusal, not \"not acqu
     third.unlock();
     CHECK_THAT(told, Catch::StartsWith("unlock (Redis replied: ") && Catch::Contains("can't publish to the channel"));
   }
+  SECTION("WAIT, behind a write that replicas must acknowledge") {
+    // Acknowledgement asked for in the URL (one server has it off): each
+    // lock write goes as ROLE; <write>; WAIT. A user with +role but not
+    // +wait has the write applied and the WAIT refused. Before, the win was
+    // given back as unacknowledged and the wait tried on to its deadline,
+    // ending not_acknowledged, without the server's words.
+    auto with_role = rule;
+    with_role.push_back("+role");
+    acl_server redis(with_role);
+    dlock::RedisBackend backend(redis.url() + "?acknowledge=1");
+    dlock::Lock<dlock::RedisBackend, dlock::ownership::Token, dlock::renewal::FixedLease, dlock::wait::Spin> lock(
+        backend, "app:token");
+    std::error_code ec;
+    auto started = std::chrono::steady_clock::now();
+    CHECK_FALSE(lock.try_acquire_for(scaled(3s), ec));
+    CHECK(ec == dlock::error::server_error);
+    CHECK(std::chrono::steady_clock::now() - started < scaled(2s));  // at once, not at the deadline
+    CHECK(redis.server.command({"EXISTS", "app:token"}) == "0");  // the write was given back
+    CHECK_THROWS_WITH(lock.try_acquire_for(scaled(3s)), Catch::Contains("acquire 'app:token'") &&
+                                                            Catch::Contains("NOPERM") && Catch::Contains("'wait' command"));
+    CHECK(redis.server.command({"EXISTS", "app:token"}) == "0");
+    CHECK_THAT(redis.refusals(), Catch::Contains("object\nwait\n"));
+  }
   SECTION("a key outside the rule") {
     acl_server redis(rule);
     dlock::RedisBackend backend(redis.url());

@@ -101,7 +101,16 @@ asio::awaitable<std::pair<error_code, bool>> Lock<BackendT, OwnershipT, RenewalT
     if (rec.acks.met()) co_return std::pair{error_code{}, true};
     // Too few replicas have it: a failover now could grant it again. Given
     // back, so that nobody holds what the replicas may not know of.
+    auto refused = std::move(rec.acks.refused);
     if (auto ec = co_await release_won(rec)) co_return std::pair{ec, false};
+    // The server refused the WAIT for want of a permission (a user without
+    // +wait): every try would be refused so, so the acquire ends now, in
+    // the server's words. (Another refusal, a replica's, goes on as too
+    // few replicas: the next try's ROLE tells not_master.)
+    if (refused.starts_with("NOPERM")) {
+      rec.server_reply = std::move(refused);
+      co_return std::pair{error_code(error::server_error), false};
+    }
     co_return std::pair{error_code{}, false};
   } else {
     // The constructor refuses this combination; were it reached, nothing

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include <dlock/error.hpp>
@@ -20,6 +21,11 @@ struct replica_acks {
   int acked = 0;          ///< replicas that acknowledged within its timeout
   bool sent = false;      ///< a WAIT went behind the write
   bool answered = false;  ///< and it answered with a count (`acked`)
+  /// The server's words when it refused the WAIT itself; empty otherwise.
+  /// A refusal for want of a permission ("NOPERM ...", a user without
+  /// `+wait`) would come again on every try, so an acquire ends at once
+  /// with server_error and these words.
+  std::string refused;
   /// At least `wanted` replicas have the write: the WAIT answered, and
   /// with enough. (`wanted` is at least 1 unless the setting is
   /// replica_ack::if_any and the master never listed a replica.)
@@ -87,6 +93,8 @@ inline acknowledged_reply split_acknowledged(error_code ec, response r, int want
   if (wait.type == kind::integer && wait.integer >= 0 && wait.integer <= INT32_MAX) {
     out.acks.acked = static_cast<int>(wait.integer);
     out.acks.answered = true;
+  } else if (wait.is_error()) {
+    out.acks.refused = wait.str;
   }
   r.pop_back();
   r.erase(r.begin());
