@@ -66,9 +66,11 @@ outcome run(const std::string& url, const std::string& key, R renewal, W wait) {
   std::this_thread::sleep_for(work);  // the work, which never looks at the loss signal
   const auto t1 = monotonic_ns();
   history.add({key, "client-1", t0, t1});
-  if (hold.lost())
+  if (hold.lost() && lost_at != 0)
     std::printf("  client 1: worked %lld ms; the hold was signalled lost %lld ms in (nobody looked)\n", ms(t1 - t0),
                 ms(lost_at - t0));
+  else if (hold.lost())  // lost, its callback still running
+    std::printf("  client 1: worked %lld ms; the hold was signalled lost on the way (nobody looked)\n", ms(t1 - t0));
   else
     std::printf("  client 1: worked %lld ms; the hold was never lost\n", ms(t1 - t0));
   outcome out;

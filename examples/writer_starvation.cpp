@@ -2,12 +2,12 @@
 // (Redisson's RReadWriteLock, "non-fair") can keep a writer out for as long
 // as readers keep coming. Four reader threads take turns, each holding the
 // lock shared for a while and taking it again at once; a reader leaves only
-// once another reader is in (or after a short wait), so that at every
-// moment some reader holds it, as under a steady stream of readers. A
-// writer asks for it meanwhile. Without a writer's intent
-// (ReadWrite{.writer_intent = false}) the writer waits its whole deadline in
-// vain. With it (dlock's default), the readers inside finish, no new one
-// enters, and the writer gets in after about one reader's hold and that wait.
+// once another reader is in, so that at every moment some reader holds it,
+// as under a steady stream of readers. A writer asks for it meanwhile.
+// Without a writer's intent (ReadWrite{.writer_intent = false}) the writer
+// waits its whole deadline in vain. With it (dlock's default), no new
+// reader enters, the readers inside finish, the last one leaves after a
+// short wait alone, and the writer gets in.
 //
 // The hand-over between readers is what makes the story the same on a busy
 // machine: readers that merely took turns on a schedule drifted into a
@@ -21,6 +21,7 @@
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tour.hpp"
@@ -31,7 +32,7 @@ using namespace dlock::examples::tour;
 using RW = dlock::Lock<dlock::RedisBackend, o::ReadWrite, r::FixedLease, w::Spin>;
 
 const ms read_hold = dlock::test::scaled(40ms);
-const ms handover_limit = read_hold * 4;  // the longest a reader waits for another to come in
+const ms handover_limit = read_hold * 4;  // with the intent: the longest a reader alone waits for another
 const ms writer_deadline = dlock::test::scaled(1500ms);
 constexpr int readers = 4;
 
@@ -50,20 +51,24 @@ outcome run(const std::string& url, const std::string& name, bool intent) {
   std::atomic<bool> stop{false};
   std::atomic<int> reads{0};
   std::atomic<int> inside{0};  // readers whose shared hold began and has not been given up
+  std::atomic<int> joined{0};  // readers that have held the lock at least once
   std::vector<std::thread> pool;
   for (int i = 0; i < readers; ++i) {
     pool.emplace_back([&, i] {
       dlock::RedisBackend redis(url);
       RW lock(redis, name, rw, r::FixedLease{dlock::test::scaled(10s)}, w::Spin{dlock::test::scaled(5ms)});
       std::this_thread::sleep_for(read_hold * i / readers);
+      bool first = true;
       while (!stop) {
         std::shared_lock reading(lock, std::defer_lock);
         if (!reading.try_lock_for(dlock::test::scaled(5s))) continue;
         ++reads;
+        if (std::exchange(first, false)) ++joined;
         ++inside;
         std::this_thread::sleep_for(read_hold);
-        // Hand over: stay until another reader is in. With the writer's
-        // intent none comes, and the last reader leaves after `handover_limit`.
+        // Hand over: stay until another reader is in (readers keep coming).
+        // With the writer's intent none can come in, so there a reader
+        // alone leaves after `handover_limit`; without it, it waits on.
         // Leaving is one atomic step from "n inside" to "n - 1", taken only
         // while n >= 2, so two readers cannot both leave as the last
         // ones. `inside` drops before the release and rises after the
@@ -74,7 +79,7 @@ outcome run(const std::string& url, const std::string& name, bool intent) {
             if (inside.compare_exchange_weak(n, n - 1)) break;
             continue;
           }
-          if (stop || steady::now() >= give_up) {
+          if (stop || (intent && steady::now() >= give_up)) {
             --inside;
             break;
           }
@@ -84,7 +89,11 @@ outcome run(const std::string& url, const std::string& name, bool intent) {
       }
     });
   }
-  std::this_thread::sleep_for(read_hold * 2);  // the stream is flowing
+  // The stream is flowing: every reader has been in (however long a
+  // loaded machine takes to connect them), and one reader's hold more.
+  for (auto until = steady::now() + dlock::test::scaled(10s); joined < readers && steady::now() < until;)
+    std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(read_hold);
   dlock::RedisBackend redis(url);
   RW writer(redis, name, rw, r::FixedLease{dlock::test::scaled(10s)}, w::Spin{dlock::test::scaled(10ms)});
   const int before = reads;
@@ -105,7 +114,7 @@ outcome run(const std::string& url, const std::string& name, bool intent) {
 int main(int argc, char** argv) try {
   dlock::examples::example_redis target(argc, argv);
   std::printf("%d readers take turns, each holding the lock shared for %lld ms and leaving once another reader is in\n"
-              "(or after %lld ms more); a writer waits at most %lld ms.\n\n",
+              "(with the writer's intent, where none can come in, after %lld ms alone); a writer waits at most %lld ms.\n\n",
               readers, static_cast<long long>(read_hold.count()), static_cast<long long>(handover_limit.count()),
               static_cast<long long>(writer_deadline.count()));
 
