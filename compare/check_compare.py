@@ -303,7 +303,8 @@ def check_redlock(exe, out):
             fail(f"{row['name']}: cycles or ratios missing: {row}")
         for x in (row["single_contended"], three["contended"]):
             if x["errors"] or not x["cycles"] > 0 or x["overlaps"] or x["lost_updates"]:
-                fail(f"{row['name']}: a contended run looks wrong: {x}")
+                fail(f"{row['name']}: a contended run looks wrong: {x}; dlock-compare's stderr ends: "
+                     f"{r.stderr[-1500:]!r}")
         # Every node runs the try: three nodes cost more commands than one.
         if not three["commands_per_acquisition"] > row["single_commands_per_acquisition"] > 0:
             fail(f"{row['name']}: commands per acquisition: {row}")
