@@ -91,8 +91,7 @@ outcome run(const std::string& url, const std::string& name, bool intent) {
   }
   // The stream is flowing: every reader has been in (however long a
   // loaded machine takes to connect them), and one reader's hold more.
-  for (auto until = steady::now() + dlock::test::scaled(10s); joined < readers && steady::now() < until;)
-    std::this_thread::sleep_for(1ms);
+  dlock::test::wait_until([&] { return joined == readers; });
   std::this_thread::sleep_for(read_hold);
   dlock::RedisBackend redis(url);
   RW writer(redis, name, rw, r::FixedLease{dlock::test::scaled(10s)}, w::Spin{dlock::test::scaled(10ms)});
