@@ -332,6 +332,8 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
   // Runs the ownership's release for a hold the caller is not given (a
   // refusal's words are left on `rec`).
   asio::awaitable<error_code> release_won(record_type& rec);
+  // A win confirmed with no lease left to trust (a late reply or grant): true when given back.
+  asio::awaitable<bool> give_back_if_late(record_type& rec);
   // Whether a win needs settling: fencing on, or acknowledgement on.
   bool settling() const;
   // What settling a win found: an error (with the server's words), or
@@ -411,15 +413,13 @@ class Lock : public SharedInterface<Lock<BackendT, OwnershipT, RenewalT, WaitT>,
 
   // Never throws for a blocking-thread mistake: unlock() is noexcept and
   // destructors call this; they report would_deadlock instead.
-  release_result release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec, std::string id,
-                             bool abandon);
+  release_result release_blocking(const std::string& key, std::shared_ptr<detail::hold_record> rec, std::string id, bool abandon);
 
   error_code release_hold_blocking(hold_type& hold, std::string* server_reply = nullptr);
 
   // ~Hold: blocking from an ordinary thread; in the background for async
   // holds and on threads that run the backend's executor.
-  void release_abandoned(std::string key, bool async, std::shared_ptr<detail::hold_record> rec,
-                               std::string id) noexcept;
+  void release_abandoned(std::string key, bool async, std::shared_ptr<detail::hold_record> rec, std::string id) noexcept;
 
   // `server_reply`: the server's words behind a server_error, if any.
   void report(std::error_code ec, const std::string& what, const std::string& server_reply = {}) noexcept;

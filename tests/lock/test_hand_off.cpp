@@ -190,6 +190,94 @@ TEST_CASE("hand-off: a waiter stopped past its grant's lease does not take the l
   CHECK(rest.find("remaining 0\n") == std::string::npos);
 }
 
+TEST_CASE("hand-off: a grant found by the leave with no lease left to trust is given back, not handed out",
+          "[lock][queue]") {
+  // Found by dlock-soak (a waiter stopped just after its last try was
+  // sent): the try finds the lock held, the release then grants it to the
+  // waiter, and the waiter's leave finds the grant when the lease, counted
+  // from that try (the last moment it was seen queued), may have ended.
+  // Here the waiter's link takes `way` each way instead of a stop.
+  dlock::test::private_redis redis;
+  dlock::test::fault_proxy proxy(redis.server.port());
+  dlock::RedisBackend waiter_redis(proxy.url());
+  const std::string name = "late-grant-on-leave";
+  const auto way = scaled(400ms), lease = scaled(1000ms), patience = scaled(1500ms);
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  QueueLock waiter(waiter_redis, name, {}, r::FixedLease{lease});
+  holder.lock();
+  std::error_code ec;
+  bool held = false;
+  auto left = std::chrono::milliseconds(-1);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread t([&] {
+    auto hold = waiter.try_acquire_for(patience, ec);
+    held = hold.has_value();
+    if (hold) {
+      left = hold->remaining_lease();
+      hold->release(ec);
+    }
+  });
+  REQUIRE(line_reaches(redis.backend, name, 1));
+  proxy.delay(way);
+  // The waiter's last try leaves at its deadline and runs `way` later; its
+  // leave runs `way` after its reply came. The release comes between them.
+  std::this_thread::sleep_until(start + patience + way * 3 / 2);
+  holder.unlock();
+  const bool granted = exists(redis.backend, name);  // to the waiter, still in the line
+  t.join();
+  REQUIRE(granted);
+  INFO("the waiter's hold had " << left.count() << " ms left");
+  CHECK_FALSE(held);
+  CHECK(ec == dlock::error::not_acquired);
+  CHECK_FALSE(exists(redis.backend, name));  // given back at once, not left to lapse
+  CHECK(queued(redis.backend, name) == 0);
+}
+
+TEST_CASE("hand-off: a grant found by the leave waits for its own replica acknowledgement", "[lock][queue]") {
+  // The case above with a long lease and replica acknowledgement on: the
+  // last try's WAIT was answered in full, then replication stops and the
+  // release grants the lock. The releaser's write was on no replica, so the
+  // grant the leave finds must be acknowledged afresh (and is given back
+  // when it cannot be), not kept on the strength of the try's WAIT.
+  dlock::test::private_redis redis;
+  dlock::test::fault_proxy replication(redis.server.port());
+  dlock::test::redis_server replica;
+  replica.command({"REPLICAOF", "127.0.0.1", std::to_string(replication.port())});
+  redis.server.wait_until_listed(1, scaled(10s));
+  dlock::test::fault_proxy proxy(redis.server.port());
+  auto cfg = dlock::redis::parse_url(proxy.url());
+  cfg.acknowledge = dlock::redis::replica_ack{1, scaled(300ms)};
+  dlock::RedisBackend waiter_redis(cfg);
+  const std::string name = "grant-on-leave-acknowledged";
+  const auto way = scaled(400ms), patience = scaled(1500ms);
+  QueueLock holder(redis.backend, name, {}, r::FixedLease{scaled(30s)});
+  QueueLock waiter(waiter_redis, name, {}, r::FixedLease{scaled(30s)});
+  holder.lock();
+  std::error_code ec;
+  bool held = false;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread t([&] {
+    auto hold = waiter.try_acquire_for(patience, ec);
+    held = hold.has_value();
+    if (hold) hold->release(ec);
+  });
+  REQUIRE(line_reaches(redis.backend, name, 1));
+  proxy.delay(way);
+  // The last try (and its WAIT) runs at the deadline plus `way`; then
+  // replication stops, and the release grants the lock before the leave runs.
+  std::this_thread::sleep_until(start + patience + way * 7 / 5);
+  replication.stall();
+  std::this_thread::sleep_until(start + patience + way * 17 / 10);
+  holder.unlock();
+  const bool granted = exists(redis.backend, name);
+  t.join();
+  REQUIRE(granted);
+  CHECK_FALSE(held);
+  CHECK(ec == dlock::error::not_acquired);
+  CHECK_FALSE(exists(redis.backend, name));  // given back
+  replication.resume();
+}
+
 TEST_CASE("hand-off: a release racing a waiter's timeout never grants to a waiter that left", "[lock][queue]") {
   dlock::test::private_redis redis;
   auto other = redis.another_backend();

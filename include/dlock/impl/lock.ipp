@@ -325,13 +325,21 @@ auto Lock<BackendT, OwnershipT, RenewalT, WaitT>::acquire_op(std::string key, de
         if (ended == error::already_held) given.ec = ended;
         co_return given;
       }
-      // A grant that came before the waiter could leave: settled as any win.
-      if (!settling()) co_return take(fresh);
-      auto settled = co_await settle_win(*fresh);
-      if (settled.kept) co_return take(fresh);
-      if (settled.ec) {
-        ended = settled.ec;
-        server_reply = std::move(settled.server_reply);
+      // A grant that came before the waiter could leave: settled as any win,
+      // with no WAIT of the tries counted for the releaser's write. Its lease
+      // counts from when the waiter was last seen queued: if none is left
+      // (a waiter stopped or slow since), it is given back.
+      fresh->acks = {};
+      bool late = false;
+      if (fresh->remaining() == milliseconds::zero()) late = co_await give_back_if_late(*fresh);
+      if (!late) {
+        if (!settling()) co_return take(fresh);
+        auto settled = co_await settle_win(*fresh);
+        if (settled.kept) co_return take(fresh);
+        if (settled.ec) {
+          ended = settled.ec;
+          server_reply = std::move(settled.server_reply);
+        }
       }
     }
   }
@@ -375,18 +383,9 @@ asio::awaitable<std::pair<error_code, attempt>> Lock<BackendT, OwnershipT, Renew
     at = attempt{won, milliseconds(0)};
   }
   // A new hold confirmed too late to trust (the try waited for a connection,
-  // or resolving a lost reply took the lease): given back as a win that never
-  // came. One not owner-checked cannot be given back safely; it lapses.
-  bool late = false;
-  if (OwnershipT::owner_checked && !ec && at.acquired && rec.remaining() == milliseconds::zero()) {
-    std::lock_guard g(mutex_);
-    late = rec.hold_count == 0;
-  }
-  if (late) {
-    if (auto given = co_await release_won(rec))
-      report(given, "giving back a win confirmed after its lease (the lock lapses with it)",
-             detail::words_for(given, rec.server_reply));
-    co_return std::pair{error_code{}, attempt{false, milliseconds(0)}};
+  // or resolving a lost reply took the lease): given back as a win that never came.
+  if (!ec && at.acquired && rec.remaining() == milliseconds::zero()) {
+    if (co_await give_back_if_late(rec)) at = attempt{false, milliseconds(0)};
   }
   co_return std::pair{ec, at};
 }

@@ -25,6 +25,22 @@ asio::awaitable<error_code> Lock<BackendT, OwnershipT, RenewalT, WaitT>::release
 }
 
 template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
+asio::awaitable<bool> Lock<BackendT, OwnershipT, RenewalT, WaitT>::give_back_if_late(record_type& rec) {
+  // One not owner-checked cannot be given back safely: it lapses. Nor can a
+  // hold already counted (a re-entry's record).
+  bool late = OwnershipT::owner_checked && rec.remaining() == milliseconds::zero();
+  if (late) {
+    std::lock_guard g(mutex_);
+    late = rec.hold_count == 0;
+  }
+  if (!late) co_return false;
+  if (auto given = co_await release_won(rec))
+    report(given, "giving back a win confirmed after its lease (the lock lapses with it)",
+           detail::words_for(given, rec.server_reply));
+  co_return true;
+}
+
+template <class BackendT, class OwnershipT, class RenewalT, class WaitT>
 bool Lock<BackendT, OwnershipT, RenewalT, WaitT>::settling() const {
   if constexpr (detail::fencing_ownership<adapted_ownership>) {
     if (ownership_.fencing) return true;

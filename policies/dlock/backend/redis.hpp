@@ -53,6 +53,13 @@ using detail::split_acknowledged;
 /// backend's executor a moment after the future became ready. Do not destroy
 /// the backend right after `.get()` on such a future; the blocking helpers
 /// and the Lock API have no such window.
+///
+/// Destroying it (after the locks that use it): with its own I/O thread,
+/// operations still in flight end first (`shutting_down`, or
+/// `outcome_unknown` for a request already written), their handlers run on
+/// that thread, and the thread stops before the connections are freed. On
+/// your executor, destroy it only once none of its operations is in flight,
+/// as any Asio I/O object.
 class RedisBackend {
  public:
   using executor_type = redis::asio::any_io_executor;  ///< the type of get_executor()
