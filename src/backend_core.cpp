@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
@@ -38,10 +39,17 @@ void backend_core::start_thread() {
 
 void backend_core::drain() {
   if (!context_ || !thread_.joinable()) return;
-  std::promise<void> drained;
-  auto done = drained.get_future();
-  asio::post(*context_, [&drained] { drained.set_value(); });
-  done.wait_for(std::chrono::seconds(2));
+  // What stopped connections fail completes a few posted steps later, each
+  // step posting the next: a round of posted work per marker, for up to 64
+  // rounds (an idle round takes microseconds). A thread that does not reach
+  // a marker within 2 s is left to stop(); the marker's promise outlives
+  // the wait, since the thread may still run it.
+  for (int round = 0; round < 64; ++round) {
+    auto drained = std::make_shared<std::promise<void>>();
+    auto done = drained->get_future();
+    asio::post(*context_, [drained] { drained->set_value(); });
+    if (done.wait_for(std::chrono::seconds(2)) != std::future_status::ready) return;
+  }
 }
 
 void backend_core::stop() {

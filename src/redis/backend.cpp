@@ -90,11 +90,10 @@ RedisBackend::~RedisBackend() {
   if (core_.owns_thread()) {
     // The connections' loops end once stopped: their queued requests fail,
     // and replies already read complete, each a few posted steps later.
-    // The thread runs those to their end (a round of posted work per
-    // drain; an idle round takes microseconds), and stops before the
+    // The thread runs those to their end (drain), and stops before the
     // connections go: a completion run after them would use a freed
     // connection (AddressSanitizer found a renewal batch's reply doing so).
-    for (int round = 0; round < 64; ++round) core_.drain();
+    core_.drain();
     core_.stop();
     commands_.reset();
     subscriber_.reset();

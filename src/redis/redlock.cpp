@@ -64,12 +64,11 @@ RedlockBackend::~RedlockBackend() {
   for (auto& n : nodes_) n->stop();
   // Node operations still queued (a stalled node's, and those waiting for
   // their turn behind them) now fail with shutting_down, each a few posted
-  // steps after the one before it: the thread runs them to their end, a
-  // round of posted work per drain, so that none is left suspended when
-  // it stops (their frames, strands and the connection's queue would keep
-  // each other alive: LeakSanitizer found them). Each drain of an idle
-  // thread takes microseconds.
-  for (int round = 0; round < 64; ++round) core_.drain();
+  // steps after the one before it: the thread runs them to their end
+  // (drain), so that none is left suspended when it stops (their frames,
+  // strands and the connection's queue would keep each other alive:
+  // LeakSanitizer found them).
+  core_.drain();
   // The thread ends before the nodes go: nothing may resume after this and
   // use a node.
   core_.stop();

@@ -47,8 +47,9 @@ class backend_core {
 
   /// Starts the private thread (no-op on a caller's executor).
   void start_thread();
-  /// Lets work already queued on the private thread run (up to 2 s), for a
-  /// destructor that has just stopped its connections.
+  /// Lets work queued on the private thread run, and the work it posts in
+  /// turn (up to 64 rounds, each waited for at most 2 s), for a destructor
+  /// that has just stopped its connections.
   void drain();
   /// Stops the private thread's context and joins it.
   void stop();
