@@ -48,12 +48,15 @@ class exec_op_with : public exec_op {
     // and must not re-enter the connection while it walks its queues.
     // The cancellation slot belongs to the caller's context, where it may be
     // emitted at any time: clear it there, not on the connection's strand.
-    asio::post(ex, [h = std::move(handler_), ec, r = std::move(r)]() mutable {
+    // The work guard goes with the handler and ends there: released here,
+    // after the post, it could touch a context whose owner, told by the
+    // handler, had already destroyed it (AddressSanitizer found one).
+    asio::post(ex, [h = std::move(handler_), work = std::move(work_), ec, r = std::move(r)]() mutable {
       auto slot = asio::get_associated_cancellation_slot(h);
       if (slot.is_connected()) slot.clear();
       std::move(h)(ec, std::move(r));
+      work.reset();
     });
-    work_.reset();
   }
 
  private:
