@@ -164,6 +164,10 @@ ClusterBackend::blocking_exec_acknowledged(std::string_view key, const redis::re
   auto& [ec, body, acks] = *out;
   if (ec) {
     if (redis::detail::is_connection_error(ec)) router_->refresh_soon();
+    // Nothing was sent (ROLE found a replica where the map names a master:
+    // a failover the map has not caught up with): the routed path reads
+    // the map again and follows it, as it does for a MOVED reply.
+    if (ec == condition::not_sent && ec != error::shutting_down) return std::nullopt;
     return out;
   }
   auto v = redis::detail::judge(body, node->at);

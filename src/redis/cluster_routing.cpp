@@ -77,7 +77,11 @@ asio::awaitable<std::tuple<error_code, response, replica_acks>> routed(std::shar
       if (is_connection_error(ec)) r->refresh_soon();
       // Never written: where the map says next, once it was read again.
       if (ec == condition::not_sent && ec != error::shutting_down && cluster_clock::now() < give_up_at) {
-        co_await pause(ex, cfg.retry_pause);
+        // A replica where the map names a master (not_master: ROLE said so
+        // before anything was sent) means the map is behind a failover:
+        // wait for a fresh read rather than ask that node again.
+        if (ec == error::not_master) co_await async_map_ready(r, true, use_tuple);
+        else co_await pause(ex, cfg.retry_pause);
         target = nullptr;
         asking = false;
         continue;

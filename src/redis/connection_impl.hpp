@@ -157,9 +157,15 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   awaitable<std::pair<error_code, server_address>> resolve_address();
 
   // `ec` is one of dlock's connection errors; see request_queue::connect_failed.
+  // A server at a fixed address (no address source: a cluster node) that
+  // is not a master refuses what is queued and what comes, until a
+  // connection is up again: it was demoted by a failover, and waiting for
+  // it would only delay the caller's move to the new master (a Sentinel
+  // connection asks its sentinels again instead, so its requests wait).
   void connect_failed(error_code ec, bool give_up) {
-    requests_.connect_failed(ec, give_up);
-    refusing_.store(stopping_ || is_permanent(ec), std::memory_order_relaxed);
+    const bool replica_here = ec == error::not_master && !cfg_.source;
+    requests_.connect_failed(ec, give_up, replica_here);
+    refusing_.store(stopping_ || is_permanent(ec) || replica_here, std::memory_order_relaxed);
     notify_connect_waiters(ec);
   }
 

@@ -52,7 +52,7 @@ class request_queue {
   // True when it was queued: a writer has work.
   bool add(op_ptr op, clock::time_point now) {
     if (op->state == exec_op::stage::done) return false;
-    if (shutting_down_ || is_permanent(connect_error_)) {
+    if (shutting_down_ || refusing_) {
       finish(*op, shutting_down_ ? error_code(error::shutting_down) : connect_error_);
       return false;
     }
@@ -81,15 +81,20 @@ class request_queue {
   void shut_down() noexcept { shutting_down_ = true; }
 
   // A connection is up: the last connect error is history.
-  void connected() noexcept { connect_error_ = {}; }
+  void connected() noexcept {
+    connect_error_ = {};
+    refusing_ = false;
+  }
 
   // A connect failed with `ec`, one of dlock's connection errors. Queued
   // requests wait for the next attempt (and report `ec` if their time runs
-  // out first) unless retrying cannot help: `give_up`, or a permanent error
-  // such as a wrong password, which fails new requests at once as well.
-  void connect_failed(error_code ec, bool give_up) {
+  // out first) unless retrying cannot help soon: `give_up`; or `refuse`, or
+  // a permanent error such as a wrong password, which fail new requests at
+  // once as well, until a connection is up.
+  void connect_failed(error_code ec, bool give_up, bool refuse = false) {
     connect_error_ = ec;
-    if (give_up || is_permanent(ec)) fail_queued(ec);
+    refusing_ = refuse || is_permanent(ec);
+    if (give_up || refusing_) fail_queued(ec);
   }
 
   // Every queued request, coalesced into `out` for one write. From here on
@@ -210,6 +215,7 @@ class request_queue {
   clock::duration command_timeout_;
   bool shutting_down_ = false;
   error_code connect_error_;  // of the last connect, when it failed
+  bool refusing_ = false;     // it failed so that new requests fail at once
   std::deque<op_ptr> queued_;   // not yet written
   std::deque<op_ptr> written_;  // written, awaiting replies
 };

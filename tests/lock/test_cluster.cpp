@@ -675,6 +675,44 @@ TEST_CASE("a master dies and its replica is promoted: locks on its slots work ag
   hold->release();
 }
 
+// A failover the client's slot map has not caught up with, met first by a
+// blocking acquire with replica acknowledgement on (the default): its ROLE
+// finds a replica where the map names the slot's master. Nothing was sent,
+// so the acquire must read the map again and take the lock at the promoted
+// node. It failed with not_master before, where a worker of the Cluster
+// deployment fault met the restarted old master (CI, at 4db0410).
+TEST_CASE("a blocking acquire that meets a demoted master reads the slot map again",
+          "[cluster][failover][acknowledge]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 1});
+  dlock::ClusterBackend backend(cluster.url());
+  REQUIRE(backend.acknowledges());
+  const auto master = cluster.masters().front();
+  const auto replica = cluster.replica_of(master);
+  const std::string name = name_on(cluster, master, "demoted");
+  // No lock write has gone to `master` yet: its count of replicas is
+  // unknown, so the acquire asks ROLE first. Either no connection to it is
+  // open, and a new one's handshake finds a replica (each waited a whole
+  // command timeout for a master before); or this thread's blocking
+  // connection was opened before the failover, and ROLE on it says
+  // "slave" (that reply was returned as the acquire's error).
+  const bool opened_before = GENERATE(false, true);
+  CAPTURE(opened_before);
+  if (opened_before) CHECK(backend.command(name, dlock::redis::request().push("EXISTS", name)).integer == 0);
+  REQUIRE(cluster.node(replica).command({"CLUSTER", "FAILOVER"}) == "OK");
+  REQUIRE(dlock::test::wait_until([&] { return cluster.master_of_slot(slot_of(name)) == replica; }, scaled(30s)));
+  cluster.wait_ok(scaled(30s));
+  REQUIRE(cluster.node(master).command({"ROLE"}).rfind("slave", 0) == 0);
+  REQUIRE(backend.master_of(name)->port == cluster.node(master).port());  // the map is behind
+  ClusterTokenSpin lock(backend, name, {}, r::Watchdog{scaled(10s)});
+  std::error_code ec;
+  auto hold = lock.try_acquire_for(scaled(5s), ec);
+  CHECK_FALSE(ec);
+  REQUIRE(hold);
+  CHECK(cluster.node(replica).command({"EXISTS", name}) == "1");
+  CHECK(backend.master_of(name)->port == cluster.node(replica).port());
+  hold->release();
+}
+
 // Seed 003's failover story on a cluster. The replica is cut off from its
 // master before A's acquire (stopped, and its replication link closed by
 // the master, so not even the kernel's buffers carry the write to it);

@@ -265,3 +265,33 @@ TEST_CASE("a server that hangs up during the handshake means not_connected", "[c
   REQUIRE(f.wait_for(scaled(5s)) == std::future_status::ready);
   CHECK(f.get() == dlock::error::not_connected);
 }
+
+TEST_CASE("a replica at a fixed address that must be a master refuses requests at once", "[connection]") {
+  // A cluster node demoted by a failover: its connection fails what is
+  // queued and what comes with not_master at once, so that the caller reads
+  // where the master is now. It waited out the command timeout before,
+  // which let a Cluster acquire run out of time at the old master. (A
+  // connection with an address source, Sentinel's, asks it again instead.)
+  redis_server master;
+  dlock::test::server_options o;
+  o.replica_of = master.port();
+  redis_server replica(o);
+  auto cfg = dlock::redis::parse_url(replica.url());
+  cfg.require_master = true;
+  cfg.command_timeout = scaled(30s);
+  dlock::test::io_thread io;
+  dlock::redis::connection conn(io.ctx.get_executor(), cfg);
+  conn.start();
+  auto queued = exec_error(conn, request().push("PING"));  // before the first connect ends
+  REQUIRE(queued.wait_for(scaled(5s)) == std::future_status::ready);
+  CHECK(queued.get() == dlock::error::not_master);
+  auto later = exec_error(conn, request().push("PING"));
+  REQUIRE(later.wait_for(scaled(5s)) == std::future_status::ready);
+  CHECK(later.get() == dlock::error::not_master);
+  // Promoted, it is served again by the same connection.
+  replica.command({"REPLICAOF", "NO", "ONE"});
+  CHECK(dlock::test::wait_until([&] {
+    auto f = exec_error(conn, request().push("PING"));
+    return f.wait_for(scaled(5s)) == std::future_status::ready && !f.get();
+  }));
+}
