@@ -37,10 +37,11 @@ struct cluster_config {
   /// with error::cluster_down.
   int max_redirects = 5;
   ///@{
-  /// How long a script whose keys are being migrated (TRYAGAIN) or a node
-  /// that answers CLUSTERDOWN is waited for (`retry_for`, not negative), in
-  /// pauses of `retry_pause` (positive), before the command fails; within
-  /// the command timeout in any case.
+  /// How long a script whose keys are being migrated (TRYAGAIN), a node
+  /// that answers CLUSTERDOWN, or a slot whose master cannot be reached or
+  /// is a replica now (a failover) is waited for (`retry_for`, not
+  /// negative), in pauses of `retry_pause` (positive) or reads of the slot
+  /// map, before the command fails; within the command timeout in any case.
   std::chrono::milliseconds retry_pause{25};
   std::chrono::milliseconds retry_for{1000};
   ///@}

@@ -78,8 +78,9 @@ using detail::cluster_subscribe;
 ///   once to the importing node, behind `ASKING`; `TRYAGAIN` (a multi-key
 ///   script while its slot migrates) and `CLUSTERDOWN` are retried after
 ///   short pauses for up to `retry_for`; a command never written because
-///   its master cannot be reached is sent again once a fresh map names
-///   another. Each of these replies means the command did not run, so
+///   its master cannot be reached, or because the node the map names is a
+///   replica now (not_master: a failover the map has not caught up with),
+///   is sent again once a fresh map names another, for up to `retry_for`. Each of these replies means the command did not run, so
 ///   sending it again cannot run it twice. A command written and not
 ///   answered is outcome_unknown, as on one server, and is never sent
 ///   again;
