@@ -131,7 +131,12 @@ struct config {
   /// Only a master will do: the handshake also sends ROLE and refuses a
   /// replica (error::not_master); a READONLY reply (a master demoted since)
   /// ends the connection as soon as what was written on it is answered,
-  /// and the next connect asks `source` again.
+  /// and the next connect asks `source` again. Without a `source` (a
+  /// cluster node's connection) a refused replica fails the requests
+  /// waiting for the connection, and those that come, with not_master at
+  /// once (none of them was sent), until a connect finds a master again;
+  /// with one, they wait for the next connect, within their command
+  /// timeout.
   bool require_master = false;
   /// Subscribers use Redis 7's sharded pub/sub (SSUBSCRIBE, SUNSUBSCRIBE,
   /// "smessage"): on a cluster node, whose shard channels live in the slot
