@@ -79,9 +79,15 @@ asio::awaitable<std::tuple<error_code, response, replica_acks>> routed(std::shar
       if (ec == condition::not_sent && ec != error::shutting_down && cluster_clock::now() < give_up_at) {
         // A replica where the map names a master (not_master: ROLE said so
         // before anything was sent) means the map is behind a failover:
-        // wait for a fresh read rather than ask that node again.
-        if (ec == error::not_master) co_await async_map_ready(r, true, use_tuple);
-        else co_await pause(ex, cfg.retry_pause);
+        // wait for a fresh read rather than ask that node again (and pause
+        // too when the read still names it: a node that has not heard yet).
+        if (ec == error::not_master) {
+          const auto refused = target;
+          co_await async_map_ready(r, true, use_tuple);
+          if (r->owner(slot) == refused) co_await pause(ex, cfg.retry_pause);
+        } else {
+          co_await pause(ex, cfg.retry_pause);
+        }
         target = nullptr;
         asking = false;
         continue;
