@@ -232,6 +232,12 @@ std::optional<redis::address> ClusterBackend::master_of(std::string_view key) co
   return node->at;
 }
 
+std::optional<redis::connection::stats> ClusterBackend::node_statistics(const redis::address& at) const {
+  auto node = router_->known_node(at);
+  if (!node) return std::nullopt;
+  return node->backend->connection().statistics();
+}
+
 std::vector<redis::address> ClusterBackend::masters() const { return router_->masters(); }
 std::size_t ClusterBackend::map_reads() const noexcept { return router_->map_reads(); }
 std::size_t ClusterBackend::moved_followed() const noexcept { return router_->moved_followed(); }

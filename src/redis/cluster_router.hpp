@@ -153,6 +153,14 @@ class cluster_router final : public slot_map_view, public std::enable_shared_fro
     return nodes_[index_of(a)];
   }
 
+  // The node at `a` if it is known, else null (nothing is made).
+  std::shared_ptr<cluster_node> known_node(const address& a) const {
+    std::lock_guard g(m_);
+    for (auto& n : nodes_)
+      if (n->at == a) return n;
+    return nullptr;
+  }
+
   // A MOVED reply: the slot is at `to` now.
   void learn(std::uint16_t slot, const address& to) {
     ++moved_;

@@ -79,12 +79,20 @@ asio::awaitable<std::tuple<error_code, response, replica_acks>> routed(std::shar
       if (ec == condition::not_sent && ec != error::shutting_down && cluster_clock::now() < give_up_at) {
         // A replica where the map names a master (not_master: ROLE said so
         // before anything was sent) means the map is behind a failover:
-        // wait for a fresh read rather than ask that node again (and pause
-        // too when the read still names it: a node that has not heard yet).
+        // wait for a fresh read rather than ask that node again. When the
+        // read still names it, either the node has not heard yet, or it was
+        // promoted back (a failback) while its connection, having found a
+        // replica, refuses until its next connect, up to a reconnect
+        // backoff away: that connection is told to connect now (a wake, not
+        // a new connection; one already connecting is left alone), and the
+        // next try comes after a pause.
         if (ec == error::not_master) {
           const auto refused = target;
           co_await async_map_ready(r, true, use_tuple);
-          if (r->owner(slot) == refused) co_await pause(ex, cfg.retry_pause);
+          if (r->owner(slot) == refused) {
+            refused->backend->server_moved(refused->at);
+            co_await pause(ex, cfg.retry_pause);
+          }
         } else {
           co_await pause(ex, cfg.retry_pause);
         }

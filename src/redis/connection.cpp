@@ -30,6 +30,7 @@ awaitable<void> connection_impl::run() {
     try {
       switch (a.next) {
         case run_fsm::step::resolve: {
+          connecting();
           auto [ec, found] = co_await resolve_address();
           address = std::move(found);
           a = fsm_.resolved(ec);

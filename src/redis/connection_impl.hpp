@@ -169,6 +169,12 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     notify_connect_waiters(ec);
   }
 
+  // A connect attempt begins: see request_queue::connecting.
+  void connecting() {
+    requests_.connecting();
+    if (!stopping_) refusing_.store(requests_.refusing(), std::memory_order_relaxed);
+  }
+
   // Serves one connection until it breaks.
   awaitable<void> serve();
 

@@ -76,6 +76,8 @@ class request_queue {
   }
 
   bool has_queued() const noexcept { return !queued_.empty(); }
+  // New requests fail at once (see add()).
+  bool refusing() const noexcept { return refusing_; }
 
   // stop() was called: no request is taken in any more.
   void shut_down() noexcept { shutting_down_ = true; }
@@ -84,6 +86,14 @@ class request_queue {
   void connected() noexcept {
     connect_error_ = {};
     refusing_ = false;
+  }
+
+  // A connect attempt begins. A refusal of a replica (not_master: the
+  // server was not a master at the last attempt) ends here: requests from
+  // now on wait for this attempt, which may find a master again (a
+  // failback). A permanent error (a wrong password) goes on refusing.
+  void connecting() noexcept {
+    if (refusing_ && connect_error_ == error::not_master) refusing_ = false;
   }
 
   // A connect failed with `ec`, one of dlock's connection errors. Queued

@@ -713,6 +713,72 @@ TEST_CASE("a blocking acquire that meets a demoted master reads the slot map aga
   hold->release();
 }
 
+// A failback: the node a client's connection refused as a replica (it
+// found one where the map named a master) is promoted back. The connection
+// tried again only after its reconnect backoff (up to `reconnect_wait_max`,
+// 2 s by default, 30 s here), and until then every command for the node's
+// slots failed with not_master once `retry_for` (1 s) ran out. Now a fresh
+// map that still names the refused node tells its connection to connect at
+// once, and commands wait for that attempt instead of being refused.
+TEST_CASE("a node promoted back while its connection refuses it as a replica serves again at once",
+          "[cluster][failover]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 1});
+  auto cfg = dlock::redis::parse_cluster_url(cluster.url());
+  // Refused connects come at 10, 20, 40 ms... after the kill below, the
+  // waits doubling: by 6 s the connection waits from about 5.1 s to 10.2 s.
+  cfg.node.reconnect_wait = 10ms;
+  cfg.node.reconnect_wait_max = scaled(30s);
+  dlock::ClusterBackend backend(cfg);
+  const auto master = cluster.masters().front();
+  const auto replica = cluster.replica_of(master);
+  const std::string name = name_on(cluster, master, "failback");
+  // SET name value, on the asynchronous (routed) path: its error, or
+  // server_error for an error reply.
+  auto set = [&](const std::string& value) {
+    std::promise<std::error_code> done;
+    backend.async_exec(name, dlock::redis::request().push("SET", name, value),
+                       [&](dlock::redis::error_code ec, dlock::redis::response r) {
+                         if (!ec && (r.size() != 1 || r[0].is_error())) ec = dlock::error::server_error;
+                         done.set_value(ec);
+                       });
+    return done.get_future().get();
+  };
+  auto failover_to = [&](std::size_t to, std::size_t from) {
+    REQUIRE(cluster.node(to).command({"CLUSTER", "FAILOVER"}) == "OK");
+    REQUIRE(dlock::test::wait_until([&] { return cluster.master_of_slot(slot_of(name)) == to; }, scaled(30s)));
+    cluster.wait_ok(scaled(30s));
+    REQUIRE(dlock::test::wait_until([&] { return cluster.node(from).command({"ROLE"}).rfind("slave", 0) == 0; },
+                                    scaled(30s)));
+  };
+  const auto at = *backend.master_of(name);
+  REQUIRE(at.port == cluster.node(master).port());
+  REQUIRE(dlock::test::wait_until([&] { return backend.node_statistics(at) && backend.node_statistics(at)->up; }));
+  failover_to(replica, master);
+  // The client's connection to `master` is closed; connecting again, it
+  // finds a replica and refuses.
+  REQUIRE(cluster.node(master).command({"CLIENT", "KILL", "TYPE", "normal"}) != "0");
+  const auto killed = std::chrono::steady_clock::now();
+  REQUIRE(dlock::test::wait_until([&] { return backend.node_statistics(at)->refusing; }, scaled(5s)));
+  CHECK_FALSE(set("1"));  // refused there: the fresh map names `replica`
+  CHECK(cluster.node(replica).command({"GET", name}) == "1");
+  std::this_thread::sleep_until(killed + scaled(6s));
+  failover_to(master, replica);
+  WARN("after the failback, " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - killed)
+                                     .count()
+                              << " ms after the kill, the connection refuses: "
+                              << backend.node_statistics(at)->refusing);
+  const auto started = std::chrono::steady_clock::now();
+  const auto ec = set("2");
+  const auto took = std::chrono::steady_clock::now() - started;
+  WARN("the command after the failback: " << ec.message() << " after "
+                                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                                          << " ms");
+  CHECK_FALSE(ec);
+  CHECK(cluster.node(master).command({"GET", name}) == "2");
+  CHECK(backend.master_of(name) == at);
+}
+
 // Seed 003's failover story on a cluster. The replica is cut off from its
 // master before A's acquire (stopped, and its replication link closed by
 // the master, so not even the kernel's buffers carry the write to it);

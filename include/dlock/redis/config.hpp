@@ -133,9 +133,9 @@ struct config {
   /// ends the connection as soon as what was written on it is answered,
   /// and the next connect asks `source` again. Without a `source` (a
   /// cluster node's connection) a refused replica fails the requests
-  /// waiting for the connection, and those that come, with not_master at
-  /// once (none of them was sent), until a connect finds a master again;
-  /// with one, they wait for the next connect, within their command
+  /// waiting for the connection, and those that come until its next
+  /// connect attempt begins, with not_master at once (none of them was
+  /// sent); with one, they wait for the next connect, within their command
   /// timeout.
   bool require_master = false;
   /// Subscribers use Redis 7's sharded pub/sub (SSUBSCRIBE, SUNSUBSCRIBE,

@@ -178,7 +178,10 @@ class connection {
     bool up = false;  ///< a connection is established now (a moment ago, when read from another thread)
     /// New requests fail at once: the last connect failed in a way that
     /// retrying cannot fix (auth_failed, select_failed, a rejected
-    /// certificate), until a connect succeeds; or stop() was called.
+    /// certificate), until a connect succeeds; or it found a replica where
+    /// `config::require_master` asks for a master at a fixed address (a
+    /// cluster node), until the next connect attempt begins; or stop() was
+    /// called.
     bool refusing = false;
   };
   stats statistics() const;  ///< the counters now; any thread

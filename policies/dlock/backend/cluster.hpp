@@ -308,6 +308,11 @@ class ClusterBackend {
 
   /// The master the slot map names for `key`'s slot (nullopt: none known).
   std::optional<redis::address> master_of(std::string_view key) const;
+  /// The counters of the shared connection to the node at `at` (nullopt:
+  /// no node there is known). Its `refusing` is true while a connection
+  /// that found a replica there fails new commands at once, until its next
+  /// connect attempt.
+  std::optional<redis::connection::stats> node_statistics(const redis::address& at) const;
   /// The masters that own slots in the map, in no particular order.
   std::vector<redis::address> masters() const;
   /// Slot maps read so far.
