@@ -35,6 +35,9 @@ inline bool is_connection_error(const error_code& ec) {
 struct cluster_node {
   address at;
   std::unique_ptr<RedisBackend> backend;
+  // When its connections were last told to connect at once (see
+  // cluster_router::wake); guarded by the router's mutex.
+  std::chrono::steady_clock::time_point woken{};
 };
 
 // What the channels ask of the slot map (the router): thread-safe.

@@ -161,6 +161,21 @@ class cluster_router final : public slot_map_view, public std::enable_shared_fro
     return nullptr;
   }
 
+  // Tells `n`'s connections to connect at once if they are waiting out a
+  // reconnect backoff (a node refused as a replica that a fresh map still
+  // names: it may have been promoted back). At most once per
+  // min_refresh_gap per node, like the background map reads: a node that
+  // stays a replica is not sent a handshake per retry of every command.
+  void wake(cluster_node& n) {
+    {
+      std::lock_guard g(m_);
+      const auto now = cluster_clock::now();
+      if (now - n.woken < min_refresh_gap) return;
+      n.woken = now;
+    }
+    n.backend->server_moved(n.at);
+  }
+
   // A MOVED reply: the slot is at `to` now.
   void learn(std::uint16_t slot, const address& to) {
     ++moved_;

@@ -84,13 +84,13 @@ asio::awaitable<std::tuple<error_code, response, replica_acks>> routed(std::shar
         // promoted back (a failback) while its connection, having found a
         // replica, refuses until its next connect, up to a reconnect
         // backoff away: that connection is told to connect now (a wake, not
-        // a new connection; one already connecting is left alone), and the
-        // next try comes after a pause.
+        // a new connection; one already connecting is left alone; see
+        // cluster_router::wake), and the next try comes after a pause.
         if (ec == error::not_master) {
           const auto refused = target;
           co_await async_map_ready(r, true, use_tuple);
           if (r->owner(slot) == refused) {
-            refused->backend->server_moved(refused->at);
+            r->wake(*refused);
             co_await pause(ex, cfg.retry_pause);
           }
         } else {

@@ -158,8 +158,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   // `ec` is one of dlock's connection errors; see request_queue::connect_failed.
   // A server at a fixed address (no address source: a cluster node) that
-  // is not a master refuses what is queued and what comes, until a
-  // connection is up again: it was demoted by a failover, and waiting for
+  // is not a master refuses what is queued and what comes, until the next
+  // connect attempt begins: it was demoted by a failover, and waiting for
   // it would only delay the caller's move to the new master (a Sentinel
   // connection asks its sentinels again instead, so its requests wait).
   void connect_failed(error_code ec, bool give_up) {
@@ -256,7 +256,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   bool stopping_ = false;
   bool connected_ = false;
   std::atomic<bool> up_{false};  // connected_, readable from any thread (statistics)
-  std::atomic<bool> refusing_{false};  // the last connect failed for good, or stopped (statistics)
+  std::atomic<bool> refusing_{false};  // new requests fail at once (statistics): see stats::refusing
   bool demoted_ = false;  // a READONLY reply came: end once the written requests are answered
   server_address serving_;  // where the last connect went
   std::shared_ptr<address_lookup> lookup_;  // the address source's answer, while the run loop waits for it

@@ -47,9 +47,9 @@ class request_queue {
   explicit request_queue(clock::duration command_timeout) : command_timeout_(command_timeout) {}
 
   // Takes a request in, due one command timeout after `now`. It fails at
-  // once after shut_down(), or while the last connect failed for good; one
-  // of no commands succeeds at once; one cancelled on its way is dropped.
-  // True when it was queued: a writer has work.
+  // once after shut_down(), or while connects are refused (see
+  // connect_failed); one of no commands succeeds at once; one cancelled on
+  // its way is dropped. True when it was queued: a writer has work.
   bool add(op_ptr op, clock::time_point now) {
     if (op->state == exec_op::stage::done) return false;
     if (shutting_down_ || refusing_) {
@@ -85,24 +85,26 @@ class request_queue {
   // A connection is up: the last connect error is history.
   void connected() noexcept {
     connect_error_ = {};
-    refusing_ = false;
+    refusing_ = refusal_until_attempt_ = false;
   }
 
-  // A connect attempt begins. A refusal of a replica (not_master: the
-  // server was not a master at the last attempt) ends here: requests from
-  // now on wait for this attempt, which may find a master again (a
+  // A connect attempt begins. A refusal that connect_failed() was asked
+  // for (`refuse`: a replica where a master must be) ends here: requests
+  // from now on wait for this attempt, which may find a master again (a
   // failback). A permanent error (a wrong password) goes on refusing.
   void connecting() noexcept {
-    if (refusing_ && connect_error_ == error::not_master) refusing_ = false;
+    if (refusal_until_attempt_) refusing_ = refusal_until_attempt_ = false;
   }
 
   // A connect failed with `ec`, one of dlock's connection errors. Queued
   // requests wait for the next attempt (and report `ec` if their time runs
-  // out first) unless retrying cannot help soon: `give_up`; or `refuse`, or
-  // a permanent error such as a wrong password, which fail new requests at
-  // once as well, until a connection is up.
+  // out first) unless retrying cannot help soon: `give_up`; or a permanent
+  // error such as a wrong password, which fails new requests at once as
+  // well, until a connection is up; or `refuse`, which does the same until
+  // the next connect attempt begins (connecting()).
   void connect_failed(error_code ec, bool give_up, bool refuse = false) {
     connect_error_ = ec;
+    refusal_until_attempt_ = refuse && !is_permanent(ec);
     refusing_ = refuse || is_permanent(ec);
     if (give_up || refusing_) fail_queued(ec);
   }
@@ -226,6 +228,7 @@ class request_queue {
   bool shutting_down_ = false;
   error_code connect_error_;  // of the last connect, when it failed
   bool refusing_ = false;     // it failed so that new requests fail at once
+  bool refusal_until_attempt_ = false;  // ...until the next connect attempt
   std::deque<op_ptr> queued_;   // not yet written
   std::deque<op_ptr> written_;  // written, awaiting replies
 };

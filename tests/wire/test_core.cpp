@@ -207,6 +207,43 @@ TEST_CASE("a permanent connect error fails queued requests and refuses new ones"
   CHECK(c->completions == 0);
 }
 
+TEST_CASE("a refused replica fails queued and new requests until the next connect attempt begins", "[core][queue]") {
+  request_queue q(timeout);
+  auto a = op_named("a");
+  q.add(a, t0);
+  q.connect_failed(dlock::error::not_master, false, true);
+  CHECK(a->failed_with(dlock::error::not_master));
+  auto b = op_named("b");
+  CHECK_FALSE(q.add(b, t0));  // between attempts: at once, nothing was sent
+  CHECK(b->failed_with(dlock::error::not_master));
+  CHECK(q.refusing());
+  q.connecting();  // the next attempt may find a master (a failback): wait for it
+  CHECK_FALSE(q.refusing());
+  auto c = op_named("c");
+  CHECK(q.add(c, t0));
+  CHECK(c->completions == 0);
+  q.connect_failed(dlock::error::not_master, false, true);  // a replica still
+  CHECK(c->failed_with(dlock::error::not_master));
+  q.connecting();
+  auto d = op_named("d");
+  CHECK(q.add(d, t0));
+  q.connected();  // a master this time
+  request_queue::batch batch;
+  q.take_batch(t0, batch);
+  CHECK(batch.requests == 1);
+  CHECK(d->completions == 0);
+}
+
+TEST_CASE("a permanent connect error goes on refusing when the next attempt begins", "[core][queue]") {
+  request_queue q(timeout);
+  q.connect_failed(dlock::error::auth_failed, false, true);
+  q.connecting();
+  CHECK(q.refusing());
+  auto a = op_named("a");
+  CHECK_FALSE(q.add(a, t0));
+  CHECK(a->failed_with(dlock::error::auth_failed));
+}
+
 TEST_CASE("a connect that gave up fails queued requests, but not later ones", "[core][queue]") {
   request_queue q(timeout);
   auto a = op_named("a");
