@@ -76,26 +76,37 @@ asio::awaitable<std::tuple<error_code, response, replica_acks>> routed(std::shar
     if (ec) {
       if (is_connection_error(ec)) r->refresh_soon();
       // Never written: where the map says next, once it was read again.
-      if (ec == condition::not_sent && ec != error::shutting_down && cluster_clock::now() < give_up_at) {
-        // A replica where the map names a master (not_master: ROLE said so
-        // before anything was sent) means the map is behind a failover:
-        // wait for a fresh read rather than ask that node again. When the
-        // read still names it, either the node has not heard yet, or it was
+      const bool in_time = cluster_clock::now() < give_up_at;
+      if (ec == error::not_master) {
+        // A replica where the map names a master (ROLE said so before
+        // anything was sent): the map is behind a failover. Like a MOVED
+        // reply, a fresh map that names another node is followed (within
+        // max_redirects) even once retry_for is over: the command may have
+        // waited its turn in the queue of a master that died and came back
+        // as a replica while the cluster promoted another. When the read
+        // still names it, either the node has not heard yet, or it was
         // promoted back (a failback) while its connection, having found a
-        // replica, refuses until its next connect, up to a reconnect
-        // backoff away: that connection is told to connect now (a wake, not
-        // a new connection; one already connecting is left alone; see
+        // replica, refuses until its next connect, up to a reconnect backoff
+        // away: that connection is told to connect now (a wake, not a new
+        // connection; one already connecting is left alone; see
         // cluster_router::wake), and the next try comes after a pause.
-        if (ec == error::not_master) {
-          const auto refused = target;
-          co_await async_map_ready(r, true, use_tuple);
-          if (r->owner(slot) == refused) {
-            r->wake(*refused);
-            co_await pause(ex, cfg.retry_pause);
-          }
-        } else {
-          co_await pause(ex, cfg.retry_pause);
+        const auto refused = target;
+        co_await async_map_ready(r, true, use_tuple);
+        const auto now_there = r->owner(slot);
+        if (now_there != refused && (in_time || (now_there && ++redirects <= cfg.max_redirects))) {
+          target = nullptr;
+          asking = false;
+          continue;
         }
+        if (in_time) {  // the map still names it
+          r->wake(*refused);
+          co_await pause(ex, cfg.retry_pause);
+          target = nullptr;
+          asking = false;
+          continue;
+        }
+      } else if (ec == condition::not_sent && ec != error::shutting_down && in_time) {
+        co_await pause(ex, cfg.retry_pause);
         target = nullptr;
         asking = false;
         continue;

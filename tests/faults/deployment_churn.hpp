@@ -32,6 +32,13 @@ inline deployment_verdict read_deployment_churn(const churn_crowd& crowd, std::i
   deployment_verdict v{crowd.log(), 0, {}, {}};
   for (auto& s : v.log.history.spans()) v.after += s.start_ns > last_fault;
   v.other = v.log.errors;
+  // "... @<monotonic_ns> acquire": when, counted from the last fault.
+  for (auto& line : v.other)
+    if (auto at = line.rfind(" @"); at != std::string::npos) {
+      const auto ns = std::stoll(line.substr(at + 2));
+      line = line.substr(0, at) + " (" + line.substr(line.find(' ', at + 2) + 1) + ", " +
+             std::to_string((ns - last_fault) / 1'000'000) + " ms after the last fault)";
+    }
   for (auto code : explained) {
     if (auto n = take_out(v.other, code)) {
       auto words = make_error_code(code).message();  // "lease lost: the lock is ...": its first words

@@ -44,6 +44,7 @@ TEMPLATE_LIST_TEST_CASE("Cluster: a slot moved mid-wait and a failover never let
   const auto promoted = c.kill_master_and_wait(to);
   const auto last = monotonic_ns();
   c.node(to).start();  // it rejoins as a replica of the promoted node
+  const auto restarted_ms = (monotonic_ns() - last) / 1'000'000;
   CHECK(crowd.finish(plan.length + scaled(30s)) == 3);
   using dlock::error;
   auto v = faults::read_deployment_churn(
@@ -53,6 +54,7 @@ TEMPLATE_LIST_TEST_CASE("Cluster: a slot moved mid-wait and a failover never let
                                     << from << " to " << to << " and node " << to << " killed (node " << promoted
                                     << " promoted), " << v.after << " after the promotion; errors: "
                                     << v.log.expected.size() << " outcome_unknown, no_quorum or not_acknowledged"
-                                    << (v.explained.empty() ? "" : "; " + v.explained));
+                                    << (v.explained.empty() ? "" : "; " + v.explained) << "; node " << to
+                                    << " restarted " << restarted_ms << " ms after the promotion was seen");
   faults::check_deployment_churn(v, 3);
 }

@@ -113,9 +113,12 @@ inline std::string error_code_word(std::error_code ec) {
   return std::string(ec.category().name()) + ":" + std::to_string(ec.value());
 }
 
-/// The log's line for an error of `worker` on `lock`.
-inline std::string error_line(const std::string& lock, const std::string& worker, std::error_code ec) {
-  return "error " + lock + " " + worker + " " + error_code_word(ec) + " " + ec.message();
+/// The log's line for an error of `worker` on `lock`, in `step` ("acquire"
+/// or "release"), ending "@<monotonic_ns> <step>" (when it was logged).
+inline std::string error_line(const std::string& lock, const std::string& worker, std::error_code ec,
+                              const char* step) {
+  return "error " + lock + " " + worker + " " + error_code_word(ec) + " " + ec.message() + " @" +
+         std::to_string(monotonic_ns()) + " " + step;
 }
 
 /// Runs `plan` with locks of type L on `backend` as client `worker`;
@@ -137,7 +140,7 @@ long long churn(typename L::backend_type& backend, const churn_plan& plan, const
     std::error_code ec;
     auto hold = locks[i]->try_acquire_for(plan.lease, ec);
     if (!hold) {
-      if (ec && ec != error::not_acquired) log.write(error_line(name, worker, ec));
+      if (ec && ec != error::not_acquired) log.write(error_line(name, worker, ec, "acquire"));
       std::this_thread::sleep_for(milliseconds(1));  // TryOnce returns at once
       continue;
     }
@@ -160,7 +163,7 @@ long long churn(typename L::backend_type& backend, const churn_plan& plan, const
     log.write(span.format());
     ++holds;
     hold->release(ec);
-    if (ec) log.write(error_line(name, worker, ec));
+    if (ec) log.write(error_line(name, worker, ec, "release"));
   }
   log.write("done " + std::to_string(holds));
   return holds;

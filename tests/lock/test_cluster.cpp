@@ -779,6 +779,46 @@ TEST_CASE("a node promoted back while its connection refuses it as a replica ser
   CHECK(backend.master_of(name) == at);
 }
 
+// Found by CI in deployment_cluster: a command sent while its master was
+// dead waited in that master's connection queue (the map still named it:
+// the cluster had not failed over yet). The master came back as a replica
+// of the node promoted meanwhile, the connection found a replica and failed
+// the command with not_master, and the routed path, its retry_for long
+// over, returned that instead of following the fresh map as it follows a
+// MOVED reply.
+TEST_CASE("a command queued at a dead master that comes back as a replica follows the promoted one",
+          "[cluster][failover]") {
+  dlock::test::redis_cluster cluster(dlock::test::cluster_options{.masters = 3, .replicas_per_master = 1});
+  auto cfg = dlock::redis::parse_cluster_url(cluster.url());
+  cfg.node.command_timeout = scaled(60s);  // the command outlasts the failover in the dead master's queue
+  dlock::ClusterBackend backend(cfg);
+  const auto master = cluster.masters().front();
+  const std::string name = name_on(cluster, master, "queued");
+  auto set = [&](const std::string& value) {
+    auto done = std::make_shared<std::promise<std::error_code>>();
+    backend.async_exec(name, dlock::redis::request().push("SET", name, value),
+                       [done](dlock::redis::error_code ec, dlock::redis::response r) {
+                         if (!ec && (r.size() != 1 || r[0].is_error())) ec = dlock::error::server_error;
+                         done->set_value(ec);
+                       });
+    return done->get_future();
+  };
+  REQUIRE_FALSE(set("0").get());  // connected, the map known
+  auto failover = std::async(std::launch::async, [&] { return cluster.kill_master_and_wait(master, scaled(30s)); });
+  // The master is dead, and the cluster has not noticed yet (that takes
+  // its node timeout, 2 s): the map still names it.
+  std::this_thread::sleep_for(scaled(500ms));
+  auto queued = set("1");
+  const auto promoted = failover.get();
+  REQUIRE(queued.wait_for(0s) == std::future_status::timeout);  // still waiting in the dead master's queue
+  cluster.node(master).start();  // back as a replica of `promoted`
+  REQUIRE(queued.wait_for(scaled(30s)) == std::future_status::ready);
+  const auto ec = queued.get();
+  INFO(ec.message());
+  CHECK_FALSE(ec);
+  CHECK(cluster.node(promoted).command({"GET", name}) == "1");
+}
+
 // Seed 003's failover story on a cluster. The replica is cut off from its
 // master before A's acquire (stopped, and its replication link closed by
 // the master, so not even the kernel's buffers carry the write to it);

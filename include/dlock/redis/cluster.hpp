@@ -33,8 +33,9 @@ struct cluster_config {
   /// `source` are not used (the slot map says where each node is); its
   /// database must be 0 (a cluster has no other).
   config node;
-  /// How often one command may be redirected (MOVED, ASK) before it fails
-  /// with error::cluster_down.
+  /// How often one command may be redirected (MOVED, ASK, or a fresh slot
+  /// map that names another master after a not_master past `retry_for`)
+  /// before it fails.
   int max_redirects = 5;
   ///@{
   /// How long a script whose keys are being migrated (TRYAGAIN), a node

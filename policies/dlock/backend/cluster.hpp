@@ -80,7 +80,11 @@ using detail::cluster_subscribe;
 ///   short pauses for up to `retry_for`; a command never written because
 ///   its master cannot be reached, or because the node the map names is a
 ///   replica now (not_master: a failover the map has not caught up with),
-///   is sent again once a fresh map names another, for up to `retry_for`. Each of these replies means the command did not run, so
+///   is sent again once a fresh map names another, for up to `retry_for`
+///   (after a not_master, a fresh map that names another node is followed
+///   even later, as a `MOVED` reply is, within `max_redirects`: the command
+///   may have waited in the queue of a master that died and came back as a
+///   replica). Each of these replies means the command did not run, so
 ///   sending it again cannot run it twice. A command written and not
 ///   answered is outcome_unknown, as on one server, and is never sent
 ///   again;
