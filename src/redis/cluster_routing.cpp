@@ -32,7 +32,9 @@ asio::awaitable<std::tuple<error_code, response, replica_acks>> routed(std::shar
                                                                       std::uint16_t slot, request req,
                                                                       bool acknowledged) {
   const auto& cfg = r->settings();
-  const auto give_up_at = cluster_clock::now() + std::min(cfg.retry_for, cfg.node.command_timeout);
+  const auto retry_budget = std::min(cfg.retry_for, cfg.node.command_timeout);
+  auto give_up_at = cluster_clock::now() + retry_budget;
+  bool budget_renewed = false;
   auto ex = r->executor();
   int redirects = 0;
   std::shared_ptr<cluster_node> target;
@@ -67,11 +69,20 @@ asio::awaitable<std::tuple<error_code, response, replica_acks>> routed(std::shar
     error_code ec;
     response resp;
     replica_acks acks;
+    const auto sent_at = cluster_clock::now();
     if (acknowledged) {
       std::tie(ec, resp, acks) =
           co_await target->backend->async_exec_acknowledged(std::string_view(), std::move(to_send), use_tuple);
     } else {
       std::tie(ec, resp) = co_await target->backend->async_exec(std::move(to_send), use_tuple);
+    }
+    // A send that took longer than the whole budget waited in a connection's
+    // queue (a master that died, before the cluster noticed): what it meets
+    // now (a replica, a CLUSTERDOWN of a master just restarted) is news, not
+    // a retry. It gets the budget once more, from now; once per command.
+    if (!budget_renewed && cluster_clock::now() - sent_at >= retry_budget) {
+      budget_renewed = true;
+      give_up_at = std::max(give_up_at, cluster_clock::now() + retry_budget);
     }
     if (ec) {
       if (is_connection_error(ec)) r->refresh_soon();

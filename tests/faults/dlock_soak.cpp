@@ -196,14 +196,15 @@ struct round_result {
   bool caught_a_hold = false;  // a kill or pause struck a worker inside a hold
 };
 
-// What an "error <lock> <worker> <code> <message>" line says: its message
-// (the error's words), up to its first '(' (a server's own words follow).
+// What an "error <lock> <worker> <code> <message> @<ns> <step>" line says:
+// its message (the error's words), up to its first '(' (a server's own
+// words follow) or the " @" of its time.
 std::string code_of(const std::string& line) {
   std::istringstream words(line);
   std::string kind, lock, worker, code, message;
   words >> kind >> lock >> worker >> code;
   std::getline(words >> std::ws, message);
-  message = message.substr(0, message.find(" ("));
+  message = message.substr(0, std::min(message.find(" ("), message.rfind(" @")));
   return "\"" + message + "\"";
 }
 

@@ -42,7 +42,10 @@ struct cluster_config {
   /// that answers CLUSTERDOWN, or a slot whose master cannot be reached or
   /// is a replica now (a failover) is waited for (`retry_for`, not
   /// negative), in pauses of `retry_pause` (positive) or reads of the slot
-  /// map, before the command fails; within the command timeout in any case.
+  /// map, before the command fails. A send that itself took longer (it
+  /// waited in a dead master's connection queue) gets `retry_for` once
+  /// more, from when it ended; a command may so take the command timeout
+  /// of each node it waited at, plus twice `retry_for`.
   std::chrono::milliseconds retry_pause{25};
   std::chrono::milliseconds retry_for{1000};
   ///@}
